@@ -1,0 +1,5 @@
+"""``python -m agentloop``: see :mod:`agentloop.cli`."""
+
+from agentloop.cli import main
+
+raise SystemExit(main())

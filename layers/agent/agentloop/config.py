@@ -1,0 +1,72 @@
+"""Server-side settings: defaults for requests, the caps a request cannot exceed.
+
+Read from ``AGENTLOOP_*`` environment variables (the SAM template sets them from
+its parameters); every field has a default that works locally.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful research assistant. Use the tools when they help you answer "
+    "accurately; cite the sources you used. When you have enough information, answer "
+    "directly and concisely."
+)
+
+
+class ConfigurationError(Exception):
+    """The deployment, not the request, is wrong: a missing key, an unknown provider."""
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default_model: str = "groq:llama-3.3-70b-versatile"
+    allowed_models: tuple[str, ...] | None = Field(
+        default=None, description="'provider:model' or 'provider:*' entries; None allows all."
+    )
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    default_tools: tuple[str, ...] | None = Field(
+        default=None, description="Tools offered when a request names none; None: all but opt-in."
+    )
+
+    max_iterations: int = Field(default=10, ge=1)
+    max_iterations_cap: int = Field(default=25, ge=1)
+    token_budget: int = Field(default=200_000, ge=1)
+    token_budget_cap: int = Field(default=1_000_000, ge=1)
+    final_answer_reserve: int = Field(
+        default=4_096, ge=0, description="Tokens kept back from ordinary turns for the answer."
+    )
+    max_output_tokens: int = Field(default=4_096, ge=16)
+
+    tool_concurrency: int = Field(default=4, ge=1)
+    tool_timeout_s: float = Field(default=30.0, gt=0)
+    tool_result_max_chars: int = Field(default=8_000, ge=200)
+
+    model_timeout_s: float = Field(default=60.0, gt=0)
+    deadline_reserve_s: float = Field(
+        default=10.0, ge=0, description="No new turn starts with less time left than this."
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:
+        """Build from ``AGENTLOOP_<FIELD>`` variables; lists are comma-separated."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, field in cls.model_fields.items():
+            raw = env.get(f"AGENTLOOP_{name.upper()}")
+            if raw is None or raw == "":
+                continue
+            if "tuple" in str(field.annotation):
+                values[name] = tuple(part.strip() for part in raw.split(",") if part.strip())
+            else:
+                values[name] = raw
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid AGENTLOOP_* setting: {exc}") from exc

@@ -1,0 +1,141 @@
+"""The typed stream events a run emits, and the JSON Schema of that protocol.
+
+Every event carries ``depth`` (0 for the top-level run) and, below the top level,
+``parent_call_id``: the id of the ``ask_llm`` tool call that started the sub-agent.
+``done`` is always the last event of a run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from agentloop.models import Message, StopReason, Usage
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = Field(default="", description="Identifies one run (a sub-agent has its own).")
+    depth: int = Field(default=0, ge=0)
+    parent_call_id: str | None = None
+
+
+class RunStart(_Event):
+    type: Literal["run_start"] = "run_start"
+    model: str
+    tools: list[str]
+    max_iterations: int
+    token_budget: int
+    budget_remaining: int
+
+
+class TurnStart(_Event):
+    type: Literal["turn_start"] = "turn_start"
+    iteration: int = Field(description="1-based number of this model call within the run.")
+    budget_remaining: int
+
+
+class TextDelta(_Event):
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class ToolCallStart(_Event):
+    type: Literal["tool_call_start"] = "tool_call_start"
+    call_id: str
+    name: str
+    arguments: str = Field(description="The arguments as the model wrote them (JSON text).")
+
+
+class ToolCallResult(_Event):
+    type: Literal["tool_call_result"] = "tool_call_result"
+    call_id: str
+    name: str
+    ok: bool
+    duration_ms: float
+    content: str = Field(description="The tool result exactly as the model sees it.")
+
+
+class SubagentStart(_Event):
+    type: Literal["subagent_start"] = "subagent_start"
+    call_id: str
+    query: str
+
+
+class SubagentFinish(_Event):
+    type: Literal["subagent_finish"] = "subagent_finish"
+    call_id: str
+    stop_reason: StopReason
+    iterations: int
+    usage: Usage
+    budget_remaining: int
+
+
+class UsageReport(_Event):
+    type: Literal["usage"] = "usage"
+    model: str
+    usage: Usage = Field(description="This model call's usage.")
+    total: Usage = Field(description="Usage of the whole request so far, every depth included.")
+    budget_remaining: int
+
+
+class Notice(_Event):
+    type: Literal["notice"] = "notice"
+    code: str
+    message: str
+
+
+ErrorCode = Literal["configuration", "invalid_request", "provider", "internal"]
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    code: ErrorCode
+    message: str
+
+
+class Done(_Event):
+    type: Literal["done"] = "done"
+    text: str = Field(description="The final assistant message of this run.")
+    stop_reason: StopReason
+    iterations: int
+    usage: Usage = Field(description="Usage of this run, its sub-agents included.")
+    budget_remaining: int
+    messages: list[Message] = Field(
+        description="Messages to append to the conversation to continue it: assistant tool "
+        "calls, tool results and the final answer."
+    )
+
+
+Event = Annotated[
+    RunStart
+    | TurnStart
+    | TextDelta
+    | ToolCallStart
+    | ToolCallResult
+    | SubagentStart
+    | SubagentFinish
+    | UsageReport
+    | Notice
+    | ErrorEvent
+    | Done,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def event_json_schema() -> dict[str, Any]:
+    """JSON Schema of one stream event (the ``data`` of each SSE message)."""
+    schema = EVENT_ADAPTER.json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "agentloop stream event"
+    return schema
+
+
+def event_schema_text() -> str:
+    """The schema as committed in ``docs/events.schema.json`` (stable formatting)."""
+    return json.dumps(event_json_schema(), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,467 @@
+"""The bounded agent loop: call the model, run the tools it asks for, repeat.
+
+Whatever stops the loop (a final answer, the iteration limit, the token budget, the
+deadline, cancellation or an error) the run ends with an assistant message and one
+``done`` event saying why. On a limit, a last model call with ``tool_choice="none"``
+writes the answer from what was gathered; if that fails too, a plain summary of the
+tool results is the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from pydantic import ValidationError
+
+from agentloop.config import AgentConfig
+from agentloop.events import (
+    Done,
+    ErrorEvent,
+    Notice,
+    TextDelta,
+    ToolCallResult,
+    ToolCallStart,
+    TurnStart,
+    UsageReport,
+    _Event,
+)
+from agentloop.limits import CancelToken, Deadline, TokenBudget
+from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, ProviderError
+from agentloop.models import (
+    AssistantMessage,
+    Message,
+    StopReason,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    to_wire,
+)
+from agentloop.tools.base import ToolContext, ToolError
+from agentloop.tools.registry import ToolRegistry
+from agentloop.tools.results import ToolResult, truncate_middle
+
+logger = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=_Event)
+
+MIN_OUTPUT_TOKENS = 32
+"""A call that cannot afford this many output tokens is not worth making."""
+
+MIN_TURN_S = 1.0
+"""A turn with less time than this before the deadline's reserve is not started."""
+MIN_FINAL_CALL_S = 0.5
+FINAL_CALL_MARGIN_S = 0.25
+"""The final answer must end this long before the deadline, to leave time to send it."""
+
+LimitReason = Literal["max_iterations", "budget", "deadline", "empty"]
+
+_FINAL_INSTRUCTION: dict[LimitReason, str] = {
+    "max_iterations": "You have used every tool iteration this request allows.",
+    "budget": "This request's token budget is nearly spent.",
+    "deadline": "This request is about to run out of time.",
+    "empty": "Your last reply was empty.",
+}
+
+_NOTICE: dict[LimitReason, str] = {
+    "max_iterations": "Reached the limit of {n} tool iterations; send a message to continue.",
+    "budget": "Stopped early: this request's token budget ran out; send a message to continue.",
+    "deadline": "Stopped early: this request ran out of time; send a message to continue.",
+    "empty": "",
+}
+
+
+class Emitter:
+    """Stamps events with the run's identity and hands them to the stream."""
+
+    def __init__(
+        self,
+        sink: Callable[[_Event], None],
+        *,
+        run_id: str | None = None,
+        depth: int = 0,
+        parent_call_id: str | None = None,
+    ) -> None:
+        self._sink = sink
+        self.run_id = run_id or uuid.uuid4().hex[:16]
+        self.depth = depth
+        self.parent_call_id = parent_call_id
+
+    def __call__(self, event: E) -> E:
+        event.run_id = self.run_id
+        event.depth = self.depth
+        event.parent_call_id = self.parent_call_id
+        self._sink(event)
+        return event
+
+
+class _Cancelled(Exception):
+    """The cancel token fired while a model call was streaming."""
+
+
+@dataclass
+class RunLimits:
+    max_iterations: int
+    budget: TokenBudget
+    deadline: Deadline
+    cancel: CancelToken
+
+
+@dataclass
+class _ToolRecord:
+    call: ToolCall
+    ok: bool
+    preview: str
+
+
+@dataclass
+class AgentLoop:
+    """One run of the loop over a conversation. Create, then ``await run()`` once."""
+
+    model: ChatModel
+    tools: ToolRegistry
+    config: AgentConfig
+    limits: RunLimits
+    emit: Emitter
+    conversation: list[Message]
+    tool_extras: dict[str, Any] = field(default_factory=dict)
+
+    iterations: int = 0
+    usage: Usage = field(default_factory=Usage)
+    new_messages: list[Message] = field(default_factory=list)
+    _wire: list[dict[str, Any]] = field(default_factory=list)
+    _records: list[_ToolRecord] = field(default_factory=list)
+    _tokens_per_char: float = 0.25
+
+    def __post_init__(self) -> None:
+        system = SystemMessage(content=self.config.system_prompt)
+        self._wire = to_wire([system, *self.conversation])
+        self._tool_defs = self.tools.definitions() or None
+        self._tool_chars = len(json.dumps(self._tool_defs)) if self._tool_defs else 0
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> Done:
+        """Run to a stop and emit ``done``; never raises (but ``CancelledError``)."""
+        try:
+            return await self._run()
+        except Exception as exc:  # the last line of defence: the stream must still end well
+            logger.exception("agent loop failed")
+            self.emit(ErrorEvent(code="internal", message=f"internal error: {type(exc).__name__}"))
+            return self._finish("error", self._summary("an internal error stopped the run"))
+
+    async def _run(self) -> Done:
+        limits = self.limits
+        stop: Literal["cancelled"] | LimitReason | None
+        while True:
+            stop = self._should_stop()
+            if stop is not None:
+                break
+            plan = self._plan_call(final=False)
+            if isinstance(plan, str):
+                stop = plan
+                break
+            max_tokens, timeout = plan
+            self.iterations += 1
+            self.emit(
+                TurnStart(iteration=self.iterations, budget_remaining=limits.budget.remaining)
+            )
+            try:
+                turn = await self._call_model(self._wire, "auto", max_tokens, timeout)
+            except _Cancelled as cancelled:
+                return self._end_early("cancelled", str(cancelled), "the run was cancelled")
+            except ProviderError as exc:
+                if exc.kind == "timeout" and self._deadline_is_near():
+                    stop = "deadline"
+                    break
+                self.emit(ErrorEvent(code="provider", message=exc.message))
+                why = f"the model failed: {exc.message}"
+                return self._end_early("error", exc.partial_text, why)
+            if turn.tool_calls:
+                await self._tool_round(turn)
+                continue
+            if turn.text.strip():
+                self._append(AssistantMessage(content=turn.text))
+                return self._done("completed", turn.text)
+            stop = "empty"
+            break
+        if stop == "cancelled":
+            return self._end_early("cancelled", "", "the run was cancelled")
+        return await self._finish_at_limit(stop)
+
+    def _should_stop(self) -> Literal["cancelled", "max_iterations", "deadline"] | None:
+        limits = self.limits
+        if limits.cancel.cancelled:
+            return "cancelled"
+        if self.iterations >= limits.max_iterations:
+            return "max_iterations"
+        if limits.deadline.remaining() < self.config.deadline_reserve_s:
+            return "deadline"
+        return None
+
+    def _deadline_is_near(self) -> bool:
+        return self.limits.deadline.remaining() < self.config.deadline_reserve_s + 1
+
+    # -- model calls ----------------------------------------------------------------------
+
+    def _estimate_prompt(self, wire: list[dict[str, Any]]) -> tuple[int, int]:
+        chars = len(json.dumps(wire, ensure_ascii=False)) + self._tool_chars
+        return chars, int(chars * self._tokens_per_char) + 1
+
+    def _plan_call(self, *, final: bool) -> tuple[int, float] | Literal["budget", "deadline"]:
+        """Output-token cap and timeout for the next call, or the limit that forbids it.
+
+        An ordinary turn must leave the final answer its token reserve and its
+        ``deadline_reserve_s`` of time; the final answer may use both.
+        """
+        _, prompt = self._estimate_prompt(self._wire)
+        available = self.limits.budget.available(final=final)
+        max_tokens = min(self.config.max_output_tokens, available - prompt)
+        if max_tokens < MIN_OUTPUT_TOKENS:
+            return "budget"
+        keep = FINAL_CALL_MARGIN_S if final else self.config.deadline_reserve_s
+        timeout = self.limits.deadline.cap(self.config.model_timeout_s, keep=keep)
+        if timeout < (MIN_FINAL_CALL_S if final else MIN_TURN_S):
+            return "deadline"
+        return max_tokens, timeout
+
+    async def _call_model(
+        self,
+        wire: list[dict[str, Any]],
+        tool_choice: Literal["auto", "none"],
+        max_tokens: int,
+        time_limit: float,
+    ) -> ModelTurn:
+        """One streamed call, abandoned early on cancellation or timeout; usage charged."""
+        streamed: list[str] = []
+
+        async def on_text(text: str) -> None:
+            streamed.append(text)
+            self.emit(TextDelta(text=text))
+
+        call = ModelCall(
+            messages=wire,
+            tools=self._tool_defs,
+            tool_choice=tool_choice if self._tool_defs else None,
+            max_tokens=max_tokens,
+            timeout=time_limit,
+        )
+        chars, prompt_estimate = self._estimate_prompt(wire)
+        task = asyncio.ensure_future(self.model.complete(call, on_text))
+        cancel_wait = asyncio.ensure_future(self.limits.cancel.wait())
+        try:
+            await asyncio.wait(
+                {task, cancel_wait}, timeout=time_limit + 1.0, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            cancel_wait.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        partial = "".join(streamed)
+        if task.cancelled() or not task.done():
+            # Abandoned mid-stream: the provider bills what it did, so charge an estimate.
+            self._charge(Usage(prompt_tokens=prompt_estimate, completion_tokens=len(partial) // 4))
+            if self.limits.cancel.cancelled:
+                raise _Cancelled(partial)
+            raise ProviderError("timeout", "the model did not finish in time", partial_text=partial)
+        try:
+            turn = task.result()
+        except ProviderError as exc:
+            if exc.partial_text:
+                self._charge(
+                    Usage(prompt_tokens=prompt_estimate, completion_tokens=len(partial) // 4)
+                )
+            raise
+        usage = turn.usage or Usage(
+            prompt_tokens=prompt_estimate,
+            completion_tokens=(len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls))
+            // 4,
+        )
+        if turn.usage is not None and turn.usage.prompt_tokens > 0:
+            self._tokens_per_char = min(1.0, max(0.05, turn.usage.prompt_tokens / chars))
+        self._charge(usage)
+        self.emit(
+            UsageReport(
+                model=self.model.spec,
+                usage=usage,
+                total=self.limits.budget.usage,
+                budget_remaining=self.limits.budget.remaining,
+            )
+        )
+        return turn
+
+    def _charge(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+        self.limits.budget.charge(usage)
+
+    # -- tools ----------------------------------------------------------------------------
+
+    async def _tool_round(self, turn: ModelTurn) -> None:
+        """Run one turn's calls concurrently (bounded); results go in the order asked for."""
+        self._append(AssistantMessage(content=turn.text or None, tool_calls=turn.tool_calls))
+        gate = asyncio.Semaphore(self.config.tool_concurrency)
+
+        async def run_one(call: ToolCall) -> str:
+            async with gate:
+                self.emit(ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments))
+                started = time.perf_counter()
+                result = await self._execute(call)
+                content = result.render(self.config.tool_result_max_chars)
+                self.emit(
+                    ToolCallResult(
+                        call_id=call.id,
+                        name=call.name,
+                        ok=result.ok,
+                        duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                        content=content,
+                    )
+                )
+                self._records.append(_ToolRecord(call, result.ok, content))
+                return content
+
+        contents = await asyncio.gather(*(run_one(call) for call in turn.tool_calls))
+        for call, content in zip(turn.tool_calls, contents, strict=True):
+            self._append(ToolMessage(tool_call_id=call.id, content=content))
+
+    async def _execute(self, call: ToolCall) -> ToolResult:
+        """Run one call; every failure becomes an error result the model can act on."""
+        item = self.tools.get(call.name)
+        if item is None:
+            available = ", ".join(self.tools.names) or "none"
+            return ToolResult.failure(
+                f"unknown tool {call.name!r}", hint=f"available tools: {available}"
+            )
+        try:
+            raw = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return ToolResult.failure(
+                f"arguments are not valid JSON ({exc.msg} at position {exc.pos})",
+                hint="send the arguments as one JSON object matching the tool's schema",
+            )
+        if not isinstance(raw, dict):
+            return ToolResult.failure(
+                "arguments must be a JSON object", hint="wrap the arguments in {...}"
+            )
+        try:
+            args = item.args_model.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            return ToolResult.failure(
+                f"invalid arguments: {problems}", hint="fix the fields named and call again"
+            )
+        limit = item.timeout_s or self.config.tool_timeout_s
+        timeout = self.limits.deadline.cap(limit, keep=self.config.deadline_reserve_s / 2)
+        context = ToolContext(
+            call_id=call.id,
+            depth=self.emit.depth,
+            deadline=self.limits.deadline,
+            budget=self.limits.budget,
+            cancel=self.limits.cancel,
+            extras=self.tool_extras,
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                value = await item.fn(args, context)
+        except TimeoutError:
+            return ToolResult.failure(
+                f"{call.name} timed out after {timeout:.1f} s",
+                hint="try a smaller request, or answer without this tool",
+            )
+        except ToolError as exc:
+            return ToolResult.failure(exc.message, hint=exc.hint)
+        except Exception as exc:
+            logger.warning("tool %s raised %s", call.name, type(exc).__name__, exc_info=True)
+            return ToolResult.failure(f"{call.name} failed: {type(exc).__name__}: {exc}")
+        return ToolResult(ok=True, result=value)
+
+    # -- ending ---------------------------------------------------------------------------
+
+    async def _finish_at_limit(self, reason: LimitReason) -> Done:
+        """Write the answer with one tool-less call; fall back to a plain summary."""
+        answer = await self._forced_answer(reason)
+        stop: StopReason = "completed" if reason == "empty" else reason
+        if answer is None:
+            answer = self._summary(_FINAL_INSTRUCTION[reason].lower().rstrip("."))
+            self.emit(TextDelta(text=answer))
+        notice = _NOTICE[reason].format(n=self.limits.max_iterations)
+        if notice:
+            self.emit(Notice(code=reason, message=notice))
+            suffix = f"\n\n{notice}"
+            self.emit(TextDelta(text=suffix))
+            answer += suffix
+        return self._finish(stop, answer, already_streamed=True)
+
+    async def _forced_answer(self, reason: LimitReason) -> str | None:
+        if self.limits.cancel.cancelled:
+            return None
+        instruction = SystemMessage(
+            content=f"{_FINAL_INSTRUCTION[reason]} Do not call tools. Answer the user now from "
+            "what you have gathered so far, and say briefly what is still missing."
+        )
+        wire = [*self._wire, *to_wire([instruction])]
+        plan = self._plan_call(final=True)
+        if isinstance(plan, str):
+            return None
+        max_tokens, timeout = plan
+        try:
+            turn = await self._call_model(wire, "none", max_tokens, timeout)
+        except (ProviderError, _Cancelled) as exc:
+            logger.warning("final answer call failed: %s", exc)
+            return None
+        return turn.text if turn.text.strip() else None
+
+    def _summary(self, why: str) -> str:
+        lines = [f"I could not finish the answer: {why}."]
+        if not self._records:
+            lines.append("No tool results were gathered.")
+        else:
+            lines.append("What the tools returned:")
+            for record in self._records:
+                status = "ok" if record.ok else "failed"
+                args = truncate_middle(record.call.arguments, 120)
+                lines.append(
+                    f"- {record.call.name}({args}) {status}: {truncate_middle(record.preview, 300)}"
+                )
+        return "\n".join(lines)
+
+    def _append(self, message: Message) -> None:
+        self.new_messages.append(message)
+        self._wire.extend(to_wire([message]))
+
+    def _done(self, stop: StopReason, text: str) -> Done:
+        return self.emit(
+            Done(
+                text=text,
+                stop_reason=stop,
+                iterations=self.iterations,
+                usage=self.usage,
+                budget_remaining=self.limits.budget.remaining,
+                messages=list(self.new_messages),
+            )
+        )
+
+    def _end_early(self, stop: StopReason, partial: str, why: str) -> Done:
+        """End without another model call: keep streamed text, else summarise the tools."""
+        if partial:
+            return self._finish(stop, partial, already_streamed=True)
+        return self._finish(stop, self._summary(why))
+
+    def _finish(self, stop: StopReason, text: str, *, already_streamed: bool = False) -> Done:
+        """End a run that did not complete normally: stream the text, record it, emit done."""
+        if not already_streamed:
+            self.emit(TextDelta(text=text))
+        self._append(AssistantMessage(content=text))
+        return self._done(stop, text)

@@ -1,0 +1,164 @@
+"""Pydantic models at the library's boundary: messages, tool calls, usage, requests.
+
+Messages use the OpenAI chat-completions shape (a subset of it), so the messages a
+run returns in its ``done`` event can be sent straight back by any client, and the
+same history goes to every provider without conversion.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+StopReason = Literal["completed", "max_iterations", "budget", "deadline", "cancelled", "error"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FunctionCall(_Strict):
+    name: str = Field(min_length=1, max_length=128)
+    arguments: str = Field(description="JSON text as the model wrote it; may be malformed.")
+
+
+class ToolCall(_Strict):
+    id: str = Field(min_length=1, max_length=128)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    @property
+    def arguments(self) -> str:
+        return self.function.arguments
+
+
+def _join_text_parts(value: Any) -> Any:
+    """Accept OpenAI's list-of-parts content, as long as every part is text."""
+    if not isinstance(value, list):
+        return value
+    texts: list[str] = []
+    for part in value:
+        if not isinstance(part, dict) or part.get("type") != "text":
+            raise ValueError("only text content parts are supported")
+        texts.append(str(part.get("text", "")))
+    return "".join(texts)
+
+
+class SystemMessage(_Strict):
+    role: Literal["system"] = "system"
+    content: str
+
+    _parts = field_validator("content", mode="before")(_join_text_parts)
+
+
+class UserMessage(_Strict):
+    role: Literal["user"] = "user"
+    content: str
+
+    _parts = field_validator("content", mode="before")(_join_text_parts)
+
+
+class AssistantMessage(_Strict):
+    role: Literal["assistant"] = "assistant"
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+
+    _parts = field_validator("content", mode="before")(_join_text_parts)
+
+
+class ToolMessage(_Strict):
+    role: Literal["tool"] = "tool"
+    tool_call_id: str = Field(min_length=1, max_length=128)
+    content: str
+
+    _parts = field_validator("content", mode="before")(_join_text_parts)
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage,
+    Field(discriminator="role"),
+]
+
+
+def to_wire(messages: list[Message]) -> list[dict[str, Any]]:
+    """The provider-facing form: OpenAI chat-completions messages, nulls dropped."""
+    return [m.model_dump(exclude_none=True) for m in messages]
+
+
+class Usage(_Strict):
+    """Tokens as the provider reported them (``cached_tokens`` is part of ``prompt_tokens``)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+
+class ChatRequest(_Strict):
+    """What a client sends: the conversation so far plus optional per-request limits.
+
+    Limits left out take the server's defaults; limits above the server's caps are
+    clamped to them by the chat handler rather than rejected.
+    """
+
+    messages: list[Message] = Field(min_length=1)
+    model: str | None = Field(
+        default=None,
+        description="'provider:model', e.g. 'groq:llama-3.3-70b-versatile'.",
+        max_length=200,
+    )
+    tools: list[str] | None = Field(
+        default=None, description="Tool names to offer; the server's default set when left out."
+    )
+    max_iterations: int | None = Field(default=None, ge=1)
+    token_budget: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _conversation_is_well_formed(self) -> ChatRequest:
+        check_conversation(self.messages)
+        return self
+
+
+def check_conversation(messages: list[Message]) -> None:
+    """Reject histories every provider would reject, with a message naming the problem.
+
+    Tool results must answer a tool call made earlier in the conversation, every tool
+    call must have its result before the next non-tool message, and the conversation
+    must end with the user's turn.
+    """
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in pending:
+                raise ValueError(
+                    f"messages[{index}]: tool result for unknown or already answered "
+                    f"tool call id {message.tool_call_id!r}"
+                )
+            pending.discard(message.tool_call_id)
+            continue
+        if pending:
+            raise ValueError(
+                f"messages[{index}]: tool call(s) {sorted(pending)} have no tool result before "
+                "this message"
+            )
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            pending = {call.id for call in message.tool_calls}
+    if pending:
+        raise ValueError(f"tool call(s) {sorted(pending)} have no tool result")
+    if not isinstance(messages[-1], UserMessage):
+        raise ValueError("the last message must be the user's (role 'user')")

@@ -1,0 +1,95 @@
+"""A tool: a name, a description, a pydantic model for its arguments and an async function.
+
+The arguments model is the single source of truth: its JSON Schema is what the
+model is shown, and it validates what the model sends back.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel
+
+from agentloop.limits import CancelToken, Deadline, TokenBudget
+
+
+class ToolError(Exception):
+    """Raised by a tool for a failure the model should read: ``hint`` says what to try."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool may know about the request that called it."""
+
+    call_id: str
+    depth: int
+    deadline: Deadline
+    budget: TokenBudget
+    cancel: CancelToken
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    fn: ToolFn
+    timeout_s: float | None = None
+    opt_in: bool = False  # offered only when a request (or the server default) names it
+
+    @cached_property
+    def definition(self) -> dict[str, Any]:
+        """The chat-completions tool definition (computed once, so it is byte-stable)."""
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": schema},
+        }
+
+
+def tool(
+    name: str | None = None,
+    *,
+    description: str | None = None,
+    timeout_s: float | None = None,
+    opt_in: bool = False,
+) -> Callable[[ToolFn], Tool]:
+    """Make a :class:`Tool` of ``async def f(args: SomeModel, ctx: ToolContext)``.
+
+    The arguments model comes from the first parameter's annotation and the
+    description from the docstring unless given.
+    """
+
+    def wrap(fn: ToolFn) -> Tool:
+        params = list(inspect.signature(fn).parameters)
+        hints = get_type_hints(fn)
+        args_model = hints.get(params[0]) if params else None
+        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+            raise TypeError(f"{fn.__name__}: first parameter must be annotated with a BaseModel")
+        text = description or inspect.getdoc(fn)
+        if not text:
+            raise TypeError(f"{fn.__name__}: a tool needs a description or a docstring")
+        return Tool(
+            name=name or fn.__name__,
+            description=text,
+            args_model=args_model,
+            fn=fn,
+            timeout_s=timeout_s,
+            opt_in=opt_in,
+        )
+
+    return wrap

@@ -1,0 +1,91 @@
+"""Shared test helpers: run a chat to the end and check every event against the schema."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agentloop.chat import ChatContext, handle_chat
+from agentloop.config import AgentConfig
+from agentloop.events import Done, Event, TextDelta, ToolCallResult, ToolCallStart
+from agentloop.models import ChatRequest, Message, UserMessage
+from agentloop.tools.base import Tool
+from agentloop.tools.registry import ToolRegistry
+from jsonschema import Draft202012Validator
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "docs" / "events.schema.json"
+_validator = Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+
+T = TypeVar("T")
+
+# Small, fast defaults for tests: no deadline reserve to wait out, no big reserve to spend.
+TEST_CONFIG = AgentConfig(deadline_reserve_s=0.0, final_answer_reserve=0)
+
+
+def validate_event(event: Event) -> None:
+    """Fail unless the event, as sent on the wire, validates against the committed schema."""
+    _validator.validate(json.loads(event.model_dump_json()))
+
+
+@dataclass
+class RunResult:
+    events: list[Event]
+    done: Done
+    context: ChatContext = field(repr=False)
+
+    def of(self, kind: type[T]) -> list[T]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    @property
+    def text_deltas(self) -> list[str]:
+        return [e.text for e in self.of(TextDelta)]
+
+    @property
+    def tool_results(self) -> list[ToolCallResult]:
+        return self.of(ToolCallResult)
+
+    @property
+    def tool_starts(self) -> list[ToolCallStart]:
+        return self.of(ToolCallStart)
+
+
+def make_request(prompt: str | Sequence[Message], *, model: str, **fields: Any) -> ChatRequest:
+    messages = [UserMessage(content=prompt)] if isinstance(prompt, str) else list(prompt)
+    return ChatRequest(messages=messages, model=model, **fields)
+
+
+async def run_chat(
+    prompt: str | Sequence[Message],
+    *,
+    model: str,
+    tools: Iterable[Tool] = (),
+    config: AgentConfig = TEST_CONFIG,
+    context: ChatContext | None = None,
+    **fields: Any,
+) -> RunResult:
+    """Run ``handle_chat`` to its end, validating each event and the stream's shape."""
+    tool_list = list(tools)
+    if "tools" not in fields:
+        fields["tools"] = [t.name for t in tool_list]
+    request = make_request(prompt, model=model, **fields)
+    ctx = context or ChatContext(config=config, tools=ToolRegistry(tool_list))
+    events: list[Event] = []
+    async for event in handle_chat(request, ctx):
+        validate_event(event)
+        events.append(event)
+    assert events, "a run emits events"
+    done = events[-1]
+    assert isinstance(done, Done), f"last event must be done, got {done.type}"
+    assert sum(isinstance(e, Done) and e.depth == 0 for e in events) == 1
+    return RunResult(events=events, done=done, context=ctx)
+
+
+def tool_payload(content: str) -> dict[str, Any]:
+    """The parsed ``{"ok": ...}`` envelope of a tool message."""
+    value = json.loads(content)
+    assert isinstance(value, dict)
+    return value

@@ -1,0 +1,74 @@
+"""Tools used by the loop tests: small, deterministic, and each exercising one behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentloop.tools.base import Tool, ToolContext, ToolError, tool
+from pydantic import BaseModel, Field
+
+
+class KeyArgs(BaseModel):
+    key: str = Field(description="Which value to look up.")
+
+
+class NumberArgs(BaseModel):
+    n: int
+
+
+class SleepArgs(BaseModel):
+    label: str
+    seconds: float = Field(ge=0, le=5)
+
+
+class TextArgs(BaseModel):
+    text: str
+
+
+def lookup_tool(table: dict[str, int]) -> Tool:
+    @tool(name="lookup")
+    async def lookup(args: KeyArgs, ctx: ToolContext) -> int:
+        """Look up a number by key."""
+        if args.key not in table:
+            raise ToolError(f"no value for {args.key!r}", hint=f"known keys: {sorted(table)}")
+        return table[args.key]
+
+    return lookup
+
+
+@tool(name="double")
+async def double(args: NumberArgs, ctx: ToolContext) -> int:
+    """Double a number."""
+    return args.n * 2
+
+
+@tool(name="echo")
+async def echo(args: TextArgs, ctx: ToolContext) -> str:
+    """Return the text unchanged."""
+    return args.text
+
+
+@tool(name="boom")
+async def boom(args: TextArgs, ctx: ToolContext) -> str:
+    """Always fails."""
+    raise RuntimeError(f"kaboom: {args.text}")
+
+
+@tool(name="big")
+async def big(args: NumberArgs, ctx: ToolContext) -> str:
+    """Return n characters of text."""
+    return "".join(chr(ord("a") + i % 26) for i in range(args.n))
+
+
+def sleeper(log: list[tuple[str, str]], *, timeout_s: float | None = None) -> Tool:
+    """A tool that records when each call starts and ends, to observe concurrency."""
+
+    @tool(name="sleep", timeout_s=timeout_s)
+    async def sleep(args: SleepArgs, ctx: ToolContext) -> str:
+        """Sleep for a while, then return the label."""
+        log.append(("start", args.label))
+        await asyncio.sleep(args.seconds)
+        log.append(("end", args.label))
+        return args.label
+
+    return sleep
