@@ -16,7 +16,8 @@ from agentloop.models import Message, StopReason, Usage
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Fields with defaults are always sent, so the published schema lists them as required.
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
     run_id: str = Field(default="", description="Identifies one run (a sub-agent has its own).")
     depth: int = Field(default=0, ge=0)
@@ -130,7 +131,7 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 def event_json_schema() -> dict[str, Any]:
     """JSON Schema of one stream event (the ``data`` of each SSE message)."""
-    schema = EVENT_ADAPTER.json_schema()
+    schema = EVENT_ADAPTER.json_schema(mode="serialization")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "agentloop stream event"
     return schema

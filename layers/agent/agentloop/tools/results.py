@@ -16,8 +16,10 @@ def truncate_middle(text: str, limit: int) -> str:
     """``text`` cut to at most about ``limit`` characters, head and tail kept."""
     if len(text) <= limit:
         return text
-    cut = len(text) - limit
-    marker = f"\n[... {cut} of {len(text)} characters cut ...]\n"
+    marker = ""
+    for _ in range(2):  # the marker's length depends on the number it states
+        keep = max(0, limit - len(marker))
+        marker = f"\n[... {len(text) - keep} of {len(text)} characters cut ...]\n"
     keep = max(0, limit - len(marker))
     head = keep * 2 // 3
     tail = keep - head
@@ -54,9 +56,9 @@ class ToolResult:
                 ensure_ascii=False,
             )
             # Escaping can lengthen the text; shrink until the whole envelope fits.
-            if len(rendered) <= max_chars or budget <= 100:
+            if len(rendered) <= max_chars or budget == 0:
                 return rendered
-            budget -= len(rendered) - max_chars
+            budget = max(0, budget - (len(rendered) - max_chars))
 
 
 def _compact(value: Any) -> str:
