@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,3 +89,20 @@ def tool_payload(content: str) -> dict[str, Any]:
     value = json.loads(content)
     assert isinstance(value, dict)
     return value
+
+
+def iter_sse(lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """SSE lines to ``(event type, data)`` as they arrive; a ``: ping`` is ``("ping", None)``."""
+    kind = ""
+    for line in lines:
+        if line.startswith(":"):
+            yield ("ping", None)
+        elif line.startswith("event: "):
+            kind = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            yield (kind, json.loads(line.removeprefix("data: ")))
+            kind = ""
+
+
+def parse_sse(lines: Iterable[str]) -> list[tuple[str, dict[str, Any] | None]]:
+    return list(iter_sse(lines))

@@ -23,7 +23,6 @@ import itertools
 import json
 import logging
 import re
-import socket
 import threading
 import time
 import uuid
@@ -33,12 +32,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Self
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
+
+from tests.fakes.loopback import LoopbackServer
 
 __all__ = [
     "RecordedRequest",
@@ -438,22 +438,19 @@ class _ScriptedBody(Response):
 class ScriptedLLM:
     """The server: a Starlette app run by uvicorn on a daemon thread with its own loop."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
-        self.host = host
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._script: deque[Reply] = deque()
         self._responder: Responder | None = None
         self._requests: list[RecordedRequest] = []
         self._serial = itertools.count(1)
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
                 Route("/openai/v1/chat/completions", self._groq, methods=["POST"]),
             ]
         )
+        self._server = LoopbackServer(self.app, name="scripted-llm", log_filter=_CUT_FILTER)
 
     # -- scripting -------------------------------------------------------------------------
 
@@ -490,14 +487,12 @@ class ScriptedLLM:
 
     @property
     def port(self) -> int:
-        if self._socket is None:
-            raise RuntimeError("ScriptedLLM is not started")
-        return int(self._socket.getsockname()[1])
+        return self._server.port
 
     @property
     def url(self) -> str:
         """Root URL; Groq's base URL (the SDK adds /openai/v1)."""
-        return f"http://{self.host}:{self.port}"
+        return self._server.url
 
     @property
     def openai_base_url(self) -> str:
@@ -508,47 +503,11 @@ class ScriptedLLM:
         return self.url
 
     def start(self, timeout: float = 10.0) -> Self:
-        """Bind a free port ourselves (so it is known at once) and serve until :meth:`stop`."""
-        if self._thread is not None:
-            return self
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, 0))
-        sock.listen(128)
-        self._socket = sock
-        config = uvicorn.Config(
-            self.app,
-            log_config=None,  # leave the test process's logging alone
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            http="h11",
-            loop="asyncio",
-            timeout_graceful_shutdown=1,
-        )
-        self._server = server = uvicorn.Server(config)
-        logging.getLogger("uvicorn.error").addFilter(_CUT_FILTER)
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="scripted-llm", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("ScriptedLLM did not start")
-            time.sleep(0.005)
+        self._server.start(timeout)
         return self
 
     def stop(self) -> None:
-        """Shut uvicorn down and wait for its thread."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
+        self._server.stop()
 
     def __enter__(self) -> Self:
         return self.start()

@@ -24,7 +24,7 @@ from agentloop.events import (
     event_schema_text,
 )
 from agentloop.models import ChatRequest, UserMessage
-from agentloop.tools.registry import ToolRegistry
+from agentloop.tools.builtin import default_registry
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,14 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    context = ChatContext(config=config, tools=default_tools())
+    context = ChatContext(config=config, tools=default_registry())
     done = asyncio.run(_stream(request, context, sys.stdout, sys.stderr))
     return 0 if done.stop_reason != "error" else 1
-
-
-def default_tools() -> ToolRegistry:
-    """The built-in tools (none yet: search_web, scrape and execute_code come next)."""
-    return ToolRegistry()
 
 
 async def _stream(request: ChatRequest, context: ChatContext, out: TextIO, err: TextIO) -> Done:

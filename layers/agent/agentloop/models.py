@@ -66,7 +66,8 @@ class UserMessage(_Strict):
 class AssistantMessage(_Strict):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
-    tool_calls: list[ToolCall] | None = None
+    # Left out when empty, so the JSON a client gets back is the plain OpenAI shape.
+    tool_calls: list[ToolCall] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     _parts = field_validator("content", mode="before")(_join_text_parts)
 

@@ -1,0 +1,398 @@
+"""The chat function: a Starlette app that Lambda Web Adapter puts behind a Function URL.
+
+Thin by design: read the HTTP request, authenticate, validate, hand the request to
+``agentloop.chat.handle_chat`` and stream its events back. ``run.sh`` starts it with
+uvicorn on Lambda; ``make dev`` starts it locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from agentloop.auth import AuthError, AuthMode, auth_mode_from_env, bearer_auth_from_env
+from agentloop.chat import ChatContext, handle_chat
+from agentloop.config import AgentConfig, ConfigurationError
+from agentloop.events import Done, Event, ToolCallStart
+from agentloop.http_api import (
+    HttpError,
+    InvocationInfo,
+    RequestLimits,
+    check_message_limits,
+    check_model_and_tools,
+    invocation_info,
+    parse_chat_request,
+    read_json,
+    validate_model,
+)
+from agentloop.limits import CancelToken
+from agentloop.openai_api import CompletionRequest, CompletionStream, collect_completion
+from agentloop.secret_store import load_provider_keys, read_secret
+from agentloop.sse import sse_frames
+from agentloop.tools.builtin import default_registry
+from agentloop.tools.registry import ToolRegistry
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+logger = logging.getLogger("agentloop.chat_app")
+
+Authenticate = Callable[[str | None], str | None]
+"""Checks an Authorization header; returns who it is (or None) or raises AuthError."""
+
+
+@dataclass
+class ChatService:
+    """Everything a request handler needs; built once per process (per Lambda container)."""
+
+    config: AgentConfig
+    tools: ToolRegistry
+    authenticate: Authenticate
+    auth_mode: AuthMode
+    limits: RequestLimits = field(default_factory=RequestLimits)
+    heartbeat_s: float = 10.0
+    on_finish: list[Callable[[Done, InvocationInfo], None]] = field(default_factory=list)
+
+
+def _allow_anyone(_: str | None) -> None:
+    return None
+
+
+def service_from_env() -> ChatService:
+    """The service as configured by ``AGENTLOOP_*`` variables (and the secret, in AWS)."""
+    secret_id = os.environ.get("AGENTLOOP_SECRET_ID")
+    if secret_id:
+        names = load_provider_keys(read_secret(secret_id))
+        logger.info("provider keys loaded from the secret", extra={"keys": names})
+    mode = auth_mode_from_env(os.environ)
+    authenticate: Authenticate = _allow_anyone
+    if mode == "bearer":
+        authenticate = bearer_auth_from_env(os.environ).check
+    elif mode == "none":
+        logger.warning("AGENTLOOP_AUTH_MODE=none: anyone who can reach this URL can use it")
+    return ChatService(
+        config=AgentConfig.from_env(),
+        tools=default_registry(),
+        authenticate=authenticate,
+        auth_mode=mode,
+    )
+
+
+# -- responses ------------------------------------------------------------------------------
+
+
+def error_response(error: HttpError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+class EventStreamResponse(Response):
+    """Streams frames and notices the client leaving, which cancels the run.
+
+    On a disconnect the run is told to stop (it finishes the tool round in progress)
+    and the remaining frames are drained unsent, so the run still ends with ``done``
+    and is logged and measured like any other.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self, frames: AsyncIterator[bytes], cancel: CancelToken, headers: dict[str, str]
+    ) -> None:
+        # Like StreamingResponse: no body, hence no content-length; uvicorn sends it chunked.
+        self.status_code = 200
+        self.background = None
+        self.init_headers(headers)
+        self.frames = frames
+        self.cancel = cancel
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = False
+
+        async def watch_disconnect() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            self.cancel.cancel()
+
+        watcher = asyncio.create_task(watch_disconnect())
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async for frame in self.frames:
+                if gone:
+                    continue
+                try:
+                    await send({"type": "http.response.body", "body": frame, "more_body": True})
+                except OSError:
+                    gone = True
+                    self.cancel.cancel()
+            if not gone:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+
+_STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+# -- request handling -----------------------------------------------------------------------
+
+
+async def read_body(request: Request, limits: RequestLimits) -> bytes:
+    """The body, refusing (413) to buffer more than the limit."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise HttpError(
+            413,
+            "request_too_large",
+            f"request body is {declared} bytes; the limit is {limits.max_body_bytes}",
+        )
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limits.max_body_bytes:
+                raise HttpError(
+                    413,
+                    "request_too_large",
+                    f"request body exceeds the limit of {limits.max_body_bytes} bytes",
+                )
+            chunks.append(chunk)
+    except ClientDisconnect as exc:
+        raise HttpError(400, "client_disconnected", "the client went away") from exc
+    return b"".join(chunks)
+
+
+def authenticate(service: ChatService, request: Request) -> None:
+    try:
+        service.authenticate(request.headers.get("authorization"))
+    except AuthError as exc:
+        raise HttpError(exc.status, "unauthorized", exc.message, headers=exc.headers) from exc
+    except ConfigurationError as exc:  # the token store itself could not be read
+        logger.error("authentication unavailable: %s", exc)
+        raise HttpError(503, "configuration_error", "authentication is unavailable") from exc
+
+
+def _context(service: ChatService, info: InvocationInfo) -> ChatContext:
+    return ChatContext(
+        config=service.config,
+        tools=service.tools,
+        deadline=info.deadline,
+        request_id=info.request_id,
+    )
+
+
+async def observed(
+    events: AsyncIterator[Event], service: ChatService, info: InvocationInfo
+) -> AsyncIterator[Event]:
+    """Pass events through; when the run ends, log it and record its metrics."""
+    started = time.perf_counter()
+    tool_calls = 0
+    async for event in events:
+        if isinstance(event, ToolCallStart):
+            tool_calls += 1
+        if isinstance(event, Done) and event.depth == 0:
+            record_run(event, info, tool_calls, time.perf_counter() - started)
+            for hook in service.on_finish:
+                hook(event, info)
+        yield event
+
+
+def record_run(done: Done, info: InvocationInfo, tool_calls: int, seconds: float) -> None:
+    """One structured log line and one EMF metrics blob per request; no message content."""
+    logger.info(
+        "run finished",
+        extra={
+            "request_id": info.request_id,
+            "run_id": done.run_id,
+            "stop_reason": done.stop_reason,
+            "iterations": done.iterations,
+            "tool_calls": tool_calls,
+            "prompt_tokens": done.usage.prompt_tokens,
+            "completion_tokens": done.usage.completion_tokens,
+            "latency_ms": round(seconds * 1000),
+        },
+    )
+    if os.environ.get("AGENTLOOP_METRICS", "on") == "off":
+        return
+    from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+
+    metrics = EphemeralMetrics(
+        namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "agentloop")
+    )
+    metrics.add_dimension(name="stop_reason", value=done.stop_reason)
+    metrics.add_metric(name="Iterations", unit=MetricUnit.Count, value=done.iterations)
+    metrics.add_metric(name="ToolCalls", unit=MetricUnit.Count, value=tool_calls)
+    metrics.add_metric(name="PromptTokens", unit=MetricUnit.Count, value=done.usage.prompt_tokens)
+    metrics.add_metric(
+        name="CompletionTokens", unit=MetricUnit.Count, value=done.usage.completion_tokens
+    )
+    metrics.add_metric(name="Latency", unit=MetricUnit.Milliseconds, value=seconds * 1000)
+    metrics.flush_metrics()
+
+
+def _service(request: Request) -> ChatService:
+    service: ChatService = request.app.state.service
+    return service
+
+
+async def chat(request: Request) -> Response:
+    """``POST /chat``: the native protocol, an SSE stream of agent events."""
+    service = _service(request)
+    try:
+        authenticate(service, request)
+        body = await read_body(request, service.limits)
+        chat_request = parse_chat_request(
+            body,
+            request.headers.get("content-type"),
+            config=service.config,
+            tools=service.tools,
+            limits=service.limits,
+        )
+    except HttpError as exc:
+        return error_response(exc)
+    info = invocation_info(request.headers)
+    context = _context(service, info)
+    events = observed(handle_chat(chat_request, context), service, info)
+    headers = {**_STREAM_HEADERS, "x-request-id": info.request_id}
+    return EventStreamResponse(sse_frames(events, service.heartbeat_s), context.cancel, headers)
+
+
+async def chat_completions(request: Request) -> Response:
+    """``POST /v1/chat/completions``: the same agent behind OpenAI's protocol."""
+    service = _service(request)
+    try:
+        authenticate(service, request)
+        body = await read_body(request, service.limits)
+        raw = read_json(body, request.headers.get("content-type"), service.limits)
+        check_message_limits(raw, service.limits)
+        completion = validate_model(CompletionRequest, raw)
+        chat_request = completion.to_chat_request()
+        check_model_and_tools(chat_request, service.config, service.tools)
+    except HttpError as exc:
+        return error_response(exc)
+    info = invocation_info(request.headers)
+    context = _context(service, info)
+    model = chat_request.model or service.config.default_model
+    completion_id = f"chatcmpl-{info.request_id}"
+    events = observed(handle_chat(chat_request, context), service, info)
+    if not completion.stream:
+        try:
+            body_json = await collect_completion(completion, events, completion_id, model)
+        except HttpError as exc:
+            return error_response(exc)
+        return JSONResponse(body_json)
+    frames = CompletionStream(completion, completion_id, model).frames(events)
+    headers = {**_STREAM_HEADERS, "x-request-id": info.request_id}
+    return EventStreamResponse(frames, context.cancel, headers)
+
+
+async def list_models(request: Request) -> Response:
+    """``GET /v1/models``: what OpenAI-style chat UIs offer in their model picker."""
+    service = _service(request)
+    try:
+        authenticate(service, request)
+    except HttpError as exc:
+        return error_response(exc)
+    config = service.config
+    names = [config.default_model, *(m for m in config.allowed_models or () if "*" not in m)]
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": name.split(":", 1)[0]}
+        for name in dict.fromkeys(names)
+    ]
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def healthz(request: Request) -> Response:
+    """Readiness for Lambda Web Adapter: the app is up once this answers."""
+    return JSONResponse({"status": "ok"})
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return error_response(HttpError(404, "not_found", f"no route for {request.url.path}"))
+
+
+async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    return error_response(
+        HttpError(405, "method_not_allowed", f"{request.method} is not allowed here")
+    )
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    logger.exception("unhandled error", extra={"path": request.url.path})
+    return error_response(HttpError(500, "internal_error", "internal error"))
+
+
+def create_app(
+    service: ChatService | None = None, *, cors_origins: Sequence[str] | None = None
+) -> Starlette:
+    """The ASGI app; with no ``service``, one is built from the environment at start-up."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if getattr(app.state, "service", None) is None:
+            configure_logging()
+            try:
+                app.state.service = service_from_env()
+            except ConfigurationError as exc:
+                logger.error("configuration error: %s", exc)
+                raise
+        yield
+
+    origins = cors_origins
+    if origins is None:
+        raw = os.environ.get("AGENTLOOP_CORS_ORIGINS", "")
+        origins = [o.strip() for o in raw.split(",") if o.strip()]
+    middleware = []
+    if origins:  # on AWS the Function URL answers CORS itself; this is for local servers
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type"],
+            )
+        )
+    app = Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/chat", chat, methods=["POST"]),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", list_models, methods=["GET"]),
+        ],
+        middleware=middleware,
+        exception_handlers={404: not_found, 405: method_not_allowed, 500: internal_error},
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    return app
+
+
+def configure_logging() -> None:
+    """JSON logs through Powertools on Lambda; plain logs elsewhere."""
+    if not os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
+        return
+    from aws_lambda_powertools import Logger
+
+    powertools = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "agentloop-chat"))
+    root = logging.getLogger("agentloop")
+    root.handlers = powertools.handlers
+    root.setLevel(powertools.log_level)
+    root.propagate = False
+
+
+app = create_app()
