@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint format schema chat
+.PHONY: help install test lint format schema chat dev invoke validate package
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,chat]"
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install the project with its dev tools
@@ -35,3 +35,50 @@ schema: $(STAMP) ## write docs/events.schema.json from the event models
 
 chat: $(STAMP) ## ask the agent once from the terminal: make chat Q="question"
 	$(BIN)/python -m agentloop chat "$(Q)"
+
+# Local runs: auth is off unless you set AGENTLOOP_AUTH_MODE (and token hashes) yourself.
+PORT ?= 8000
+AGENTLOOP_AUTH_MODE ?= none
+export AGENTLOOP_AUTH_MODE
+
+dev: $(STAMP) ## serve the chat app on http://127.0.0.1:$(PORT) (keys from the environment)
+	$(BIN)/python -m uvicorn --app-dir functions/chat --host 127.0.0.1 --port $(PORT) chat_app:app
+
+# The sample events carry "Bearer local-dev-token": make invoke checks it like the deployed app.
+EVENT ?= events/chat.json
+invoke: $(STAMP) ## replay an event as sam local invoke would: make invoke EVENT=events/chat.json
+	AGENTLOOP_AUTH_MODE=bearer \
+	AGENTLOOP_AUTH_TOKEN_SHA256=$$($(BIN)/python -c "from agentloop.auth import hash_token; print(hash_token('local-dev-token'))") \
+	$(BIN)/python functions/invoke.py $(EVENT)
+
+# ---- infrastructure: template checks and Lambda artifacts -----------------------------------
+# The SAM CLI and cfn-lint live in their own virtualenv: they are large (about 340 MB) and pin
+# versions of boto3 and jsonschema that the project's .venv should not have to share. The
+# versions are pinned so that "validate is clean" means the same thing on every machine; the
+# stamp is named after them, so changing a pin reinstalls.
+INFRA_VENV       ?= .venv-infra
+INFRA_BIN        := $(INFRA_VENV)/bin
+SAM_CLI_VERSION  := 1.170.0
+CFN_LINT_VERSION := 1.58.0
+INFRA_STAMP      := $(INFRA_VENV)/.installed-sam-$(SAM_CLI_VERSION)-cfn-lint-$(CFN_LINT_VERSION)
+# `sam validate --lint` works offline and needs no AWS account, but the SAM CLI and cfn-lint
+# read a region (and would pick up a developer's profile): pin a region and dummy credentials
+# for these commands only, so the result never depends on who runs them. No AWS call is made.
+INFRA_ENV := env -u AWS_PROFILE -u AWS_SESSION_TOKEN AWS_REGION=us-east-1 \
+	AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=validate-only \
+	AWS_SECRET_ACCESS_KEY=validate-only SAM_CLI_TELEMETRY=0
+
+$(INFRA_STAMP):
+	$(PYTHON) -m venv $(INFRA_VENV)
+	echo '*' > $(INFRA_VENV)/.gitignore
+	$(INFRA_BIN)/python -m pip install --quiet --upgrade pip
+	$(INFRA_BIN)/python -m pip install --quiet "aws-sam-cli==$(SAM_CLI_VERSION)" "cfn-lint==$(CFN_LINT_VERSION)"
+	rm -f $(INFRA_VENV)/.installed-*
+	touch $@
+
+validate: $(INFRA_STAMP) ## cfn-lint and sam validate --lint on template.yaml (offline)
+	$(INFRA_ENV) $(INFRA_BIN)/cfn-lint template.yaml
+	$(INFRA_ENV) $(INFRA_BIN)/sam validate --lint --template template.yaml
+
+package: ## build the layer and chat function for python3.13/arm64 into build/, print sizes
+	$(PYTHON) functions/package.py

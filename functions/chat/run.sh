@@ -1,0 +1,9 @@
+#!/bin/sh
+# Lambda entry point of the chat function (template.yaml: Handler: run.sh).
+# With AWS_LAMBDA_EXEC_WRAPPER=/opt/bootstrap, Lambda Web Adapter (a layer) starts first and runs
+# this script in place of the Python runtime; it waits until GET /healthz answers on PORT, then
+# forwards each Function URL request to uvicorn as plain HTTP and streams the response back.
+# The working directory is the function code (/var/task). The runtime would put the layers
+# (/opt/python) and its own directory on sys.path for a handler; a script must add them itself.
+export PYTHONPATH="/opt/python:${LAMBDA_RUNTIME_DIR:-/var/runtime}${PYTHONPATH:+:$PYTHONPATH}"
+exec python3 -m uvicorn --host 127.0.0.1 --port "${PORT:-8080}" --no-access-log chat_app:app
