@@ -29,8 +29,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -435,7 +434,7 @@ class _ScriptedBody(Response):
             watcher.cancel()
 
 
-class ScriptedLLM:
+class ScriptedLLM(LoopbackServer):
     """The server: a Starlette app run by uvicorn on a daemon thread with its own loop."""
 
     def __init__(self) -> None:
@@ -450,7 +449,7 @@ class ScriptedLLM:
                 Route("/openai/v1/chat/completions", self._groq, methods=["POST"]),
             ]
         )
-        self._server = LoopbackServer(self.app, name="scripted-llm", log_filter=_CUT_FILTER)
+        super().__init__(self.app, name="scripted-llm", log_filter=_CUT_FILTER)
 
     # -- scripting -------------------------------------------------------------------------
 
@@ -486,39 +485,13 @@ class ScriptedLLM:
     # -- lifecycle -------------------------------------------------------------------------
 
     @property
-    def port(self) -> int:
-        return self._server.port
-
-    @property
-    def url(self) -> str:
-        """Root URL; Groq's base URL (the SDK adds /openai/v1)."""
-        return self._server.url
-
-    @property
     def openai_base_url(self) -> str:
         return f"{self.url}/v1"
 
     @property
     def groq_base_url(self) -> str:
+        """Groq's SDK adds /openai/v1 itself."""
         return self.url
-
-    def start(self, timeout: float = 10.0) -> Self:
-        self._server.start(timeout)
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- handlers --------------------------------------------------------------------------
 
