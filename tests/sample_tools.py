@@ -72,3 +72,20 @@ def sleeper(log: list[tuple[str, str]], *, timeout_s: float | None = None) -> To
         return args.label
 
     return sleep
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+class Unserialisable:
+    """A result the JSON encoder falls back to str() for, whose str() raises: a bug."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("a bug in result rendering")
+
+
+@tool(name="buggy")
+async def buggy(args: NoArgs, ctx: ToolContext) -> object:
+    """Returns something that cannot be rendered (simulates a bug inside the loop)."""
+    return Unserialisable()

@@ -413,3 +413,18 @@ def test_config_from_env() -> None:
     )
     assert config.max_iterations == 3
     assert config.allowed_models == ("groq:*", "openai:gpt-4o")
+
+
+async def test_an_internal_error_still_ends_with_a_valid_history(
+    llm: ScriptedLLM, model: str
+) -> None:
+    from tests.sample_tools import buggy
+
+    llm.script(Reply(tool_calls=[call("buggy")]))
+
+    result = await run_chat("Go.", model=model, tools=[buggy])
+
+    assert result.done.stop_reason == "error"
+    assert result.of(ErrorEvent)[0].code == "internal"
+    history = [UserMessage(content="Go."), *result.done.messages, UserMessage(content="again")]
+    make_request(history, model=model)  # a valid conversation: every call has its result

@@ -156,6 +156,7 @@ class AgentLoop:
         except Exception as exc:  # the last line of defence: the stream must still end well
             logger.exception("agent loop failed")
             self.emit(ErrorEvent(code="internal", message=f"internal error: {type(exc).__name__}"))
+            self._answer_open_calls("not run: an internal error stopped the run")
             return self._finish("error", self._summary("an internal error stopped the run"))
 
     async def _run(self) -> Done:
@@ -436,6 +437,19 @@ class AgentLoop:
                     f"- {record.call.name}({args}) {status}: {truncate_middle(record.preview, 300)}"
                 )
         return "\n".join(lines)
+
+    def _answer_open_calls(self, error: str) -> None:
+        """Give every tool call still without a result an error result, so the history the
+        run returns stays valid for a follow-up request."""
+        answered = {m.tool_call_id for m in self.new_messages if isinstance(m, ToolMessage)}
+        for message in self.new_messages:
+            if isinstance(message, AssistantMessage):
+                for call in message.tool_calls or ():
+                    if call.id not in answered:
+                        content = ToolResult.failure(error).render(
+                            self.config.tool_result_max_chars
+                        )
+                        self._append(ToolMessage(tool_call_id=call.id, content=content))
 
     def _append(self, message: Message) -> None:
         self.new_messages.append(message)
