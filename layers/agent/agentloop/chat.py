@@ -22,6 +22,7 @@ from agentloop.llm.base import ChatModel
 from agentloop.llm.registry import get_model, parse_model_spec
 from agentloop.loop import AgentLoop, Emitter, RunLimits
 from agentloop.models import AssistantMessage, ChatRequest, Usage
+from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class ChatContext:
     request_id: str | None = None
     model_factory: Callable[[str], ChatModel] = get_model
     extras: dict[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
 
     @classmethod
     def for_lambda(cls, lambda_context: LambdaContextLike, **kwargs: Any) -> ChatContext:
@@ -67,7 +69,12 @@ async def handle_chat(request: ChatRequest, context: ChatContext) -> AsyncIterat
     after the tool round in progress and this generator waits for it to wind down.
     """
     queue: asyncio.Queue[_Event | None] = asyncio.Queue()
-    emit = Emitter(queue.put_nowait, depth=context.depth, parent_call_id=context.parent_call_id)
+    emit = Emitter(
+        queue.put_nowait,
+        run_id=context.run_id,
+        depth=context.depth,
+        parent_call_id=context.parent_call_id,
+    )
     producer = asyncio.create_task(_produce(request, context, emit))
     producer.add_done_callback(lambda _: queue.put_nowait(None))
     try:
@@ -95,7 +102,7 @@ async def _produce(request: ChatRequest, context: ChatContext, emit: Emitter) ->
                 stop_reason="error",
                 iterations=0,
                 usage=Usage(),
-                budget_remaining=budget.remaining if budget else 0,
+                budget_remaining=budget.root.remaining if budget else 0,
                 messages=[AssistantMessage(content=text)],
             )
         )
@@ -123,7 +130,7 @@ def _prepare(request: ChatRequest, context: ChatContext, emit: Emitter) -> Agent
             tools=tools.names,
             max_iterations=max_iterations,
             token_budget=budget.limit,
-            budget_remaining=budget.remaining,
+            budget_remaining=budget.root.remaining,
         )
     )
     return AgentLoop(
@@ -139,6 +146,13 @@ def _prepare(request: ChatRequest, context: ChatContext, emit: Emitter) -> Agent
         emit=emit,
         conversation=list(request.messages),
         tool_extras=context.extras,
+        run_info=RunInfo(
+            config=config,
+            model=spec,
+            tool_names=tuple(tools.names),
+            registry=context.tools,
+            model_factory=context.model_factory,
+        ),
     )
 
 

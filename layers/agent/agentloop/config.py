@@ -48,6 +48,12 @@ class AgentConfig(BaseModel):
     tool_timeout_s: float = Field(default=30.0, gt=0)
     tool_result_max_chars: int = Field(default=8_000, ge=200)
 
+    max_depth: int = Field(
+        default=1, ge=0, description="Sub-agent nesting: 1 lets the top level use ask_llm."
+    )
+    subagent_max_iterations: int = Field(default=5, ge=1)
+    subagent_concurrency: int = Field(default=3, ge=1)
+
     model_timeout_s: float = Field(default=60.0, gt=0)
     deadline_reserve_s: float = Field(
         default=10.0, ge=0, description="No new turn starts with less time left than this."

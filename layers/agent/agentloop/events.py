@@ -104,7 +104,11 @@ class Done(_Event):
     stop_reason: StopReason
     iterations: int
     usage: Usage = Field(description="Usage of this run, its sub-agents included.")
-    budget_remaining: int
+    usage_by_depth: list[Usage] = Field(
+        default_factory=list,
+        description="At the top level: the request's usage per depth (index 0 = top level).",
+    )
+    budget_remaining: int = Field(description="Tokens left in the whole request's budget.")
     messages: list[Message] = Field(
         description="Messages to append to the conversation to continue it: assistant tool "
         "calls, tool results and the final answer."

@@ -21,18 +21,36 @@ class TokenBudget:
     Calls are checked *before* they are made, with an estimate, and charged after
     with the provider's figures; so a run can overshoot by at most one call's
     estimation error. ``final_reserve`` tokens are kept back for the final answer:
-    ordinary turns cannot spend them. ``reserve()`` lets concurrent sub-agents
-    claim their share before they start.
+    ordinary turns cannot spend them.
+
+    A sub-agent gets a *share* (:meth:`share`): a child budget whose limit is tokens
+    reserved from this one before it starts, so concurrent sub-agents cannot
+    overshoot together and never touch the parent's final-answer reserve. A child's
+    charges flow up to the root, which also keeps usage per depth and the
+    characters-per-token ratio learned from the provider's figures.
     """
 
-    def __init__(self, limit: int, final_reserve: int = 0) -> None:
-        if limit < 1:
+    def __init__(
+        self,
+        limit: int,
+        final_reserve: int = 0,
+        *,
+        parent: TokenBudget | None = None,
+    ) -> None:
+        if limit < 0 or (limit == 0 and parent is None):
             raise ValueError("a token budget must be at least 1 token")
         self.limit = limit
         self.final_reserve = min(final_reserve, limit // 4)
+        self.parent = parent
         self.used = 0
         self.reserved = 0
         self.usage = Usage()
+        self.usage_by_depth: list[Usage] = []
+        self.tokens_per_char = 0.25
+
+    @property
+    def root(self) -> TokenBudget:
+        return self if self.parent is None else self.parent.root
 
     @property
     def remaining(self) -> int:
@@ -46,8 +64,17 @@ class TokenBudget:
     def allows(self, estimate: int, *, final: bool = False) -> bool:
         return estimate <= self.available(final=final)
 
-    def charge(self, usage: Usage) -> None:
-        self.used += usage.total_tokens
+    def charge(self, usage: Usage, depth: int = 0) -> None:
+        tokens = usage.total_tokens
+        if self.parent is not None:
+            # The part of this charge that falls inside the share was already reserved there.
+            self.parent.reserved = max(0, self.parent.reserved - min(tokens, self.remaining))
+            self.parent.charge(usage, depth)
+        else:
+            while len(self.usage_by_depth) <= depth:
+                self.usage_by_depth.append(Usage())
+            self.usage_by_depth[depth] = self.usage_by_depth[depth] + usage
+        self.used += tokens
         self.usage = self.usage + usage
 
     def reserve(self, tokens: int) -> int:
@@ -58,6 +85,25 @@ class TokenBudget:
 
     def release(self, tokens: int) -> None:
         self.reserved = max(0, self.reserved - tokens)
+
+    def share(self, tokens: int, final_reserve: int = 0) -> TokenBudget:
+        """A child budget of up to ``tokens``, reserved here now; :meth:`close` it when done."""
+        granted = self.reserve(tokens)
+        return TokenBudget(granted, final_reserve, parent=self)
+
+    def close(self) -> None:
+        """Give the unspent part of this share back to the parent."""
+        if self.parent is not None:
+            self.parent.release(self.remaining)
+            self.limit = self.used
+
+    def estimate_tokens(self, chars: int) -> int:
+        return int(chars * self.root.tokens_per_char) + 1
+
+    def calibrate(self, chars: int, prompt_tokens: int) -> None:
+        """Learn the request's characters-per-token ratio from a provider-reported prompt."""
+        if chars > 0 and prompt_tokens > 0:
+            self.root.tokens_per_char = min(1.0, max(0.05, prompt_tokens / chars))
 
 
 class LambdaContextLike(Protocol):

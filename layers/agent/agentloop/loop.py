@@ -45,7 +45,7 @@ from agentloop.models import (
     Usage,
     to_wire,
 )
-from agentloop.tools.base import ToolContext, ToolError
+from agentloop.tools.base import RunInfo, ToolContext, ToolError
 from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.results import ToolResult, truncate_middle
 
@@ -102,6 +102,10 @@ class Emitter:
         self._sink(event)
         return event
 
+    def forward(self, event: _Event) -> None:
+        """Pass on an event of a nested run, keeping its own identity and depth."""
+        self._sink(event)
+
 
 class _Cancelled(Exception):
     """The cancel token fired while a model call was streaming."""
@@ -133,13 +137,12 @@ class AgentLoop:
     emit: Emitter
     conversation: list[Message]
     tool_extras: dict[str, Any] = field(default_factory=dict)
+    run_info: RunInfo | None = None
 
     iterations: int = 0
-    usage: Usage = field(default_factory=Usage)
     new_messages: list[Message] = field(default_factory=list)
     _wire: list[dict[str, Any]] = field(default_factory=list)
     _records: list[_ToolRecord] = field(default_factory=list)
-    _tokens_per_char: float = 0.25
 
     def __post_init__(self) -> None:
         system = SystemMessage(content=self.config.system_prompt)
@@ -173,7 +176,7 @@ class AgentLoop:
             max_tokens, timeout = plan
             self.iterations += 1
             self.emit(
-                TurnStart(iteration=self.iterations, budget_remaining=limits.budget.remaining)
+                TurnStart(iteration=self.iterations, budget_remaining=limits.budget.root.remaining)
             )
             try:
                 turn = await self._call_model(self._wire, "auto", max_tokens, timeout)
@@ -215,7 +218,7 @@ class AgentLoop:
 
     def _estimate_prompt(self, wire: list[dict[str, Any]]) -> tuple[int, int]:
         chars = len(json.dumps(wire, ensure_ascii=False)) + self._tool_chars
-        return chars, int(chars * self._tokens_per_char) + 1
+        return chars, self.limits.budget.estimate_tokens(chars)
 
     def _plan_call(self, *, final: bool) -> tuple[int, float] | Literal["budget", "deadline"]:
         """Output-token cap and timeout for the next call, or the limit that forbids it.
@@ -288,22 +291,21 @@ class AgentLoop:
             completion_tokens=(len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls))
             // 4,
         )
-        if turn.usage is not None and turn.usage.prompt_tokens > 0:
-            self._tokens_per_char = min(1.0, max(0.05, turn.usage.prompt_tokens / chars))
+        if turn.usage is not None:
+            self.limits.budget.calibrate(chars, turn.usage.prompt_tokens)
         self._charge(usage)
         self.emit(
             UsageReport(
                 model=self.model.spec,
                 usage=usage,
-                total=self.limits.budget.usage,
-                budget_remaining=self.limits.budget.remaining,
+                total=self.limits.budget.root.usage,
+                budget_remaining=self.limits.budget.root.remaining,
             )
         )
         return turn
 
     def _charge(self, usage: Usage) -> None:
-        self.usage = self.usage + usage
-        self.limits.budget.charge(usage)
+        self.limits.budget.charge(usage, depth=self.emit.depth)
 
     # -- tools ----------------------------------------------------------------------------
 
@@ -311,12 +313,13 @@ class AgentLoop:
         """Run one turn's calls concurrently (bounded); results go in the order asked for."""
         self._append(AssistantMessage(content=turn.text or None, tool_calls=turn.tool_calls))
         gate = asyncio.Semaphore(self.config.tool_concurrency)
+        names = [call.name for call in turn.tool_calls]
 
         async def run_one(call: ToolCall) -> str:
             async with gate:
                 self.emit(ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments))
                 started = time.perf_counter()
-                result = await self._execute(call)
+                result = await self._execute(call, round_size=names.count(call.name))
                 content = result.render(self.config.tool_result_max_chars)
                 self.emit(
                     ToolCallResult(
@@ -334,7 +337,7 @@ class AgentLoop:
         for call, content in zip(turn.tool_calls, contents, strict=True):
             self._append(ToolMessage(tool_call_id=call.id, content=content))
 
-    async def _execute(self, call: ToolCall) -> ToolResult:
+    async def _execute(self, call: ToolCall, round_size: int = 1) -> ToolResult:
         """Run one call; every failure becomes an error result the model can act on."""
         item = self.tools.get(call.name)
         if item is None:
@@ -372,6 +375,9 @@ class AgentLoop:
             budget=self.limits.budget,
             cancel=self.limits.cancel,
             extras=self.tool_extras,
+            run=self.run_info,
+            forward=self.emit.forward,
+            round_size=round_size,
         )
         try:
             async with asyncio.timeout(timeout):
@@ -400,9 +406,10 @@ class AgentLoop:
         notice = _NOTICE[reason].format(n=self.limits.max_iterations)
         if notice:
             self.emit(Notice(code=reason, message=notice))
-            suffix = f"\n\n{notice}"
-            self.emit(TextDelta(text=suffix))
-            answer += suffix
+            if self.emit.depth == 0:  # "send a message" speaks to a person, not a parent agent
+                suffix = f"\n\n{notice}"
+                self.emit(TextDelta(text=suffix))
+                answer += suffix
         return self._finish(stop, answer, already_streamed=True)
 
     async def _forced_answer(self, reason: LimitReason) -> str | None:
@@ -456,13 +463,15 @@ class AgentLoop:
         self._wire.extend(to_wire([message]))
 
     def _done(self, stop: StopReason, text: str) -> Done:
+        budget = self.limits.budget
         return self.emit(
             Done(
                 text=text,
                 stop_reason=stop,
                 iterations=self.iterations,
-                usage=self.usage,
-                budget_remaining=self.limits.budget.remaining,
+                usage=budget.usage,
+                usage_by_depth=list(budget.usage_by_depth) if budget.parent is None else [],
+                budget_remaining=budget.root.remaining,
                 messages=list(self.new_messages),
             )
         )

@@ -14,6 +14,7 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel
 
+from agentloop.config import AgentConfig
 from agentloop.limits import CancelToken, Deadline, TokenBudget
 
 
@@ -27,6 +28,17 @@ class ToolError(Exception):
 
 
 @dataclass(frozen=True)
+class RunInfo:
+    """The run a tool was called from, for tools that start nested runs (``ask_llm``)."""
+
+    config: AgentConfig
+    model: str
+    tool_names: tuple[str, ...]
+    registry: Any = field(repr=False)  # the server's ToolRegistry (not imported: a cycle)
+    model_factory: Callable[[str], Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
 class ToolContext:
     """What a running tool may know about the request that called it."""
 
@@ -36,6 +48,11 @@ class ToolContext:
     budget: TokenBudget
     cancel: CancelToken
     extras: dict[str, Any] = field(default_factory=dict)
+    run: RunInfo | None = None
+    forward: Callable[[Any], None] | None = field(default=None, repr=False)
+    """Puts an event (of a nested run) into this run's stream as it is."""
+    round_size: int = 1
+    """How many calls of this same tool the current turn made (they run concurrently)."""
 
 
 ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]

@@ -6,5 +6,7 @@ from agentloop.tools.registry import ToolRegistry
 
 
 def default_registry() -> ToolRegistry:
-    """Every built-in tool (search_web, scrape and execute_code are still to come)."""
-    return ToolRegistry()
+    """Every built-in tool; ``ask_llm`` is opt-in (a request must name it)."""
+    from agentloop.ask_llm import ask_llm_tool
+
+    return ToolRegistry([ask_llm_tool()])

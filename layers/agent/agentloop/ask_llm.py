@@ -1,0 +1,153 @@
+"""``ask_llm``: a tool that hands sub-questions to sub-agents, each a nested run.
+
+A sub-agent is :func:`agentloop.chat.handle_chat` called in-process with the query
+as its only user message, the parent's model and tools (minus ``ask_llm`` at the
+maximum depth), its own iteration limit, depth + 1, and the parent's deadline and
+cancel token. Its tokens come from a share of the parent's budget reserved before
+it starts, so parallel sub-agents cannot overshoot together and the top level's
+final-answer reserve stays untouched. Its events stream up to the client as they
+happen, tagged with its depth and the ``ask_llm`` call id; its ``done`` becomes a
+``subagent_finish`` event and its answer the tool result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, StringConstraints, model_validator
+
+from agentloop.events import Done, SubagentFinish, SubagentStart
+from agentloop.limits import TokenBudget
+from agentloop.models import ChatRequest, UserMessage
+from agentloop.tools.base import Tool, ToolContext, ToolError, tool
+
+NAME = "ask_llm"
+
+Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=8_000)]
+
+DESCRIPTION = (
+    "Hand a self-contained sub-question to a sub-agent that researches it with its own tool "
+    "loop and returns its answer. Each sub-agent costs a whole agent run in tokens, so use it "
+    "only for independent sub-tasks that need several tool calls of their own (for example, "
+    "researching three companies separately); for a single lookup, call the tool directly. "
+    "Give `query` for one sub-question, or `queries` (up to 5) to research several "
+    "independent sub-questions in parallel. Write each query so it can be answered without "
+    "this conversation: the sub-agent sees nothing else."
+)
+
+
+class AskArgs(BaseModel):
+    query: Query | None = Field(default=None, description="One self-contained sub-question.")
+    queries: list[Query] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=5,
+        description="Several independent sub-questions to research in parallel.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AskArgs:
+        if (self.query is None) == (self.queries is None):
+            raise ValueError("give exactly one of 'query' or 'queries'")
+        return self
+
+
+async def _ask(args: AskArgs, ctx: ToolContext) -> Any:
+    run = ctx.run
+    if run is None or ctx.forward is None:
+        raise ToolError("ask_llm can only run inside an agent run")
+    depth = ctx.depth + 1
+    if depth > run.config.max_depth:
+        raise ToolError(
+            f"sub-agents cannot start sub-agents of their own (maximum depth "
+            f"{run.config.max_depth})",
+            hint="answer this part yourself with the other tools",
+        )
+    queries = [args.query] if args.query is not None else list(args.queries or [])
+    # Reserve every share before any sub-agent starts: concurrent ones cannot overshoot.
+    share = ctx.budget.available() // (max(1, ctx.round_size) * len(queries))
+    budgets = [ctx.budget.share(share, run.config.final_answer_reserve) for _ in queries]
+    gate = asyncio.Semaphore(run.config.subagent_concurrency)
+
+    async def one(query: str, budget: TokenBudget) -> dict[str, Any]:
+        try:
+            async with gate:
+                return await _run_subagent(query, budget, depth, ctx)
+        finally:
+            budget.close()
+
+    answers = await asyncio.gather(*(one(q, b) for q, b in zip(queries, budgets, strict=True)))
+    return answers[0] if args.query is not None else answers
+
+
+async def _run_subagent(
+    query: str, budget: TokenBudget, depth: int, ctx: ToolContext
+) -> dict[str, Any]:
+    from agentloop.chat import ChatContext, handle_chat  # the outer layer; imported at use
+
+    run = ctx.run
+    forward = ctx.forward
+    assert run is not None
+    assert forward is not None
+    run_id = uuid.uuid4().hex[:16]
+    forward(
+        SubagentStart(
+            call_id=ctx.call_id,
+            query=query,
+            run_id=run_id,
+            depth=depth,
+            parent_call_id=ctx.call_id,
+        )
+    )
+    tools = [n for n in run.tool_names if n != NAME or depth < run.config.max_depth]
+    request = ChatRequest(
+        messages=[UserMessage(content=query)],
+        model=run.model,
+        tools=tools,
+        max_iterations=run.config.subagent_max_iterations,
+    )
+    context = ChatContext(
+        config=run.config,
+        tools=run.registry,
+        deadline=ctx.deadline,
+        cancel=ctx.cancel,
+        budget=budget,
+        depth=depth,
+        parent_call_id=ctx.call_id,
+        extras=ctx.extras,
+        run_id=run_id,
+        model_factory=run.model_factory,
+    )
+    done: Done | None = None
+    async for event in handle_chat(request, context):
+        if isinstance(event, Done) and event.run_id == run_id:
+            done = event
+        else:
+            forward(event)
+    assert done is not None, "handle_chat always ends with done"
+    forward(
+        SubagentFinish(
+            call_id=ctx.call_id,
+            stop_reason=done.stop_reason,
+            iterations=done.iterations,
+            usage=done.usage,
+            budget_remaining=budget.root.remaining,
+            run_id=run_id,
+            depth=depth,
+            parent_call_id=ctx.call_id,
+        )
+    )
+    return {
+        "query": query,
+        "answer": done.text,
+        "stop_reason": done.stop_reason,
+        "tokens": done.usage.total_tokens,
+    }
+
+
+def ask_llm_tool() -> Tool:
+    """The opt-in ``ask_llm`` tool (a request must name it: it multiplies token use)."""
+    made: Tool = tool(name=NAME, description=DESCRIPTION, timeout_s=900.0, opt_in=True)(_ask)
+    return made

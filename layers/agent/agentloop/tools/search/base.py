@@ -1,0 +1,140 @@
+"""What every provider returns, and the clean-up that makes providers interchangeable.
+
+Providers disagree on markup (Brave highlights with ``<strong>``, DuckDuckGo with ``<b>``),
+entities and whitespace; the model should see the same plain ``{title, url, snippet}`` from
+all of them, one result per page, never more than it asked for.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    title: str
+    url: str
+    snippet: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"title": self.title, "url": self.url, "snippet": self.snippet}
+
+
+class SearchProvider(Protocol):
+    """One search backend. Failures the model should read are raised as ``ToolError``."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def search(self, query: str, count: int) -> list[SearchResult]: ...
+
+
+# Only real HTML element names are stripped, so text such as "Vec<T>" or "a <b and c> d"
+# written in a plain-text snippet survives; block elements become a space so that words on
+# either side of them do not run together.
+_INLINE_TAGS = frozenset(
+    "a abbr b bdi bdo big cite code del dfn em font i img ins kbd mark nobr q s samp small "
+    "span strike strong sub sup time tt u var wbr".split()
+)
+_BLOCK_TAGS = frozenset(
+    "blockquote br dd div dl dt h1 h2 h3 h4 h5 h6 hr li ol p pre table tbody td th thead tr "
+    "ul".split()
+)
+_TAG_RE = re.compile(r"<!--.*?-->|</?([A-Za-z][A-Za-z0-9]*)(?:\s[^<>]*)?/?>", re.DOTALL)
+
+
+def _replace_tag(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if name is None:  # a comment
+        return " "
+    name = name.lower()
+    if name in _INLINE_TAGS:
+        return ""
+    if name in _BLOCK_TAGS:
+        return " "
+    return match.group(0)
+
+
+def collapse_whitespace(text: str) -> str:
+    """One space between words (non-breaking spaces and newlines included), none at the ends."""
+    return " ".join(text.split())
+
+
+def clean_text(text: str) -> str:
+    """Plain text from a provider's snippet: HTML tags stripped, entities unescaped."""
+    return collapse_whitespace(html.unescape(_TAG_RE.sub(_replace_tag, text)))
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, at a word boundary when one is near."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit * 0.6:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
+def usable_url(url: object) -> str | None:
+    """``url`` if it is an absolute http(s) URL, else None (a result without one is useless)."""
+    if not isinstance(url, str):
+        return None
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    return url
+
+
+def make_result(title: object, url: object, snippet: object) -> SearchResult | None:
+    """A cleaned result from a provider's raw fields; None when the URL is unusable."""
+    good_url = usable_url(url)
+    if good_url is None:
+        return None
+    clean_title = clean_text(title) if isinstance(title, str) else ""
+    clean_snippet = clean_text(snippet) if isinstance(snippet, str) else ""
+    return SearchResult(title=clean_title or good_url, url=good_url, snippet=clean_snippet)
+
+
+def url_key(url: str) -> tuple[str, str, str]:
+    """What makes two URLs the same page here: host, path (no trailing slash) and query.
+
+    The scheme and the fragment are ignored: ``http://x/a`` and ``https://x/a#top`` are the
+    same page to a reader.
+    """
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.port is not None and parts.port not in (80, 443):
+        host = f"{host}:{parts.port}"
+    return host, parts.path.rstrip("/") or "/", parts.query
+
+
+def finalise(
+    results: list[SearchResult], count: int, snippet_max_chars: int
+) -> list[SearchResult]:
+    """At most ``count`` results, one per page (first wins), snippets shortened."""
+    seen: set[tuple[str, str, str]] = set()
+    kept: list[SearchResult] = []
+    for result in results:
+        key = url_key(result.url)
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(
+            SearchResult(
+                title=shorten(result.title, 300),
+                url=result.url,
+                snippet=shorten(result.snippet, snippet_max_chars),
+            )
+        )
+        if len(kept) == count:
+            break
+    return kept

@@ -1,0 +1,127 @@
+"""Tavily: ``POST {base}/search`` with a JSON body, the key as ``Authorization: Bearer``.
+
+The answer is ``{"query", "results": [{"title", "url", "content", "score", ...}], ...}``;
+errors carry ``{"detail": {"error": "..."}}``. Besides 401 and 429, Tavily uses 432 (the
+plan's usage limit) and 433 (the pay-as-you-go limit), which only the dashboard can lift.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentloop.tools.base import ToolError
+from agentloop.tools.search.base import SearchResult, make_result
+from agentloop.tools.search.transport import (
+    ALTERNATIVES,
+    HttpReply,
+    Transport,
+    auth_failed,
+    bad_body,
+    rate_limited,
+    refused,
+    retry_after_seconds,
+    unexpected,
+)
+
+LABEL = "Tavily"
+KEY_ENV = "TAVILY_API_KEY"
+URL_ENV = "AGENTLOOP_TAVILY_URL"
+
+
+def parse_tavily(payload: Any) -> list[SearchResult] | None:
+    """Results from a Tavily answer; None when it is not shaped like one."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
+        return None
+    found: list[SearchResult] = []
+    for item in payload["results"]:
+        if isinstance(item, dict):
+            result = make_result(item.get("title"), item.get("url"), item.get("content"))
+            if result is not None:
+                found.append(result)
+    return found
+
+
+def tavily_error_text(payload: Any) -> object:
+    """The message in Tavily's ``{"detail": {"error": ...}}`` (or a plain ``detail``)."""
+    if not isinstance(payload, dict):
+        return None
+    detail = payload.get("detail")
+    if isinstance(detail, dict):
+        return detail.get("error")
+    return detail
+
+
+class TavilySearch:
+    name = "tavily"
+
+    def __init__(self, *, api_key: str, base_url: str, transport: Transport) -> None:
+        self._api_key = api_key
+        self._url = f"{base_url}/search"
+        self._transport = transport
+
+    def __repr__(self) -> str:  # never show the key
+        return f"TavilySearch(url={self._url!r})"
+
+    async def search(self, query: str, count: int) -> list[SearchResult]:
+        body = {
+            "query": query,
+            "max_results": count,
+            "search_depth": "basic",
+            "topic": "general",
+            "include_answer": False,
+            "include_raw_content": False,
+            "include_images": False,
+        }
+        reply = await self._transport.request(
+            "POST",
+            self._url,
+            label=LABEL,
+            configure=URL_ENV,
+            json=body,
+            headers={"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"},
+        )
+        if reply.status == 200:
+            found = parse_tavily(reply.json())
+            if found is None:
+                raise bad_body(LABEL, "Tavily's search results JSON")
+            return found
+        raise self._error(reply)
+
+    def _error(self, reply: HttpReply) -> ToolError:
+        detail = self._transport.detail(tavily_error_text(reply.json()))
+        status = reply.status
+        if status == 401:
+            return auth_failed(LABEL, status, KEY_ENV, detail)
+        if status == 403:
+            return refused(
+                LABEL, status, f"{detail or 'forbidden'}: check {KEY_ENV} and its permissions"
+            )
+        if status == 429:
+            return rate_limited(
+                LABEL,
+                status,
+                retry_after_seconds(reply.headers),
+                f"Reduce the request rate or use a plan with higher limits; or configure "
+                f"another provider ({ALTERNATIVES}).",
+                detail,
+            )
+        if status == 432:
+            return refused(
+                LABEL,
+                status,
+                f"{detail or 'the plan usage limit is exceeded'}: upgrade the Tavily plan, "
+                f"or configure another provider",
+            )
+        if status == 433:
+            return refused(
+                LABEL,
+                status,
+                f"{detail or 'the pay-as-you-go limit is exceeded'}: raise the limit on the "
+                f"Tavily dashboard, or configure another provider",
+            )
+        if status == 400:
+            return ToolError(
+                f"Tavily rejected the query (HTTP 400){': ' + detail if detail else ''}",
+                hint="rephrase the query (plain words, under 400 characters) and try once more",
+            )
+        return unexpected(LABEL, reply, detail)
