@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agentloop.llm.resilient import RATE_LIMITS
 from tests.fakes.scripted_llm import ScriptedLLM
 
 pytest_plugins = ["tests.fakes.pytest_plugin"]
@@ -25,3 +26,9 @@ def llm(provider_env: ScriptedLLM) -> ScriptedLLM:
     """The scripted server, reset, with both SDKs pointed at it."""
     provider_env.reset()
     return provider_env
+
+
+@pytest.fixture(autouse=True)
+def _forget_rate_limits() -> None:
+    """Rate-limit memory is process-wide by design; each test starts without any."""
+    RATE_LIMITS.clear()

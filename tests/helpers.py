@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from jsonschema import Draft202012Validator
+
 from agentloop.chat import ChatContext, handle_chat
 from agentloop.config import AgentConfig
 from agentloop.events import Done, Event, TextDelta, ToolCallResult, ToolCallStart
 from agentloop.models import ChatRequest, Message, UserMessage
 from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
-from jsonschema import Draft202012Validator
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "docs" / "events.schema.json"
@@ -23,7 +24,7 @@ _validator = Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
 T = TypeVar("T")
 
 # Small, fast defaults for tests: no deadline reserve to wait out, no big reserve to spend.
-TEST_CONFIG = AgentConfig(deadline_reserve_s=0.0, final_answer_reserve=0)
+TEST_CONFIG = AgentConfig(deadline_reserve_s=0.0, final_answer_reserve=0, retry_base_delay_s=0.01)
 
 
 def validate_event(event: Event) -> None:

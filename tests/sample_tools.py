@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from agentloop.tools.base import Tool, ToolContext, ToolError, tool
 from pydantic import BaseModel, Field
+
+from agentloop.tools.base import Tool, ToolContext, ToolError, tool
 
 
 class KeyArgs(BaseModel):

@@ -16,6 +16,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
 from agentloop.auth import AuthError, AuthMode, auth_mode_from_env, bearer_auth_from_env
 from agentloop.chat import ChatContext, handle_chat
 from agentloop.config import AgentConfig, ConfigurationError
@@ -37,13 +45,6 @@ from agentloop.secret_store import load_provider_keys, read_secret
 from agentloop.sse import sse_frames
 from agentloop.tools.builtin import default_registry
 from agentloop.tools.registry import ToolRegistry
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 logger = logging.getLogger("agentloop.chat_app")
 

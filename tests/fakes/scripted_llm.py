@@ -123,6 +123,8 @@ class Reply:
     error_type: str | None = None
     error_code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    error_fields: dict[str, Any] = field(default_factory=dict)
+    """Extra fields of the error object, e.g. Groq's ``failed_generation``."""
     cut_after: int | None = None
     empty: bool = False
     interleave: bool = True
@@ -542,6 +544,7 @@ class ScriptedLLM(LoopbackServer):
             payload = error_body(
                 reply.status, reply.error_message, reply.error_type, reply.error_code
             )
+            payload["error"].update(reply.error_fields)
             return JSONResponse(payload, reply.status, headers=headers)
 
         if record.stream:

@@ -15,7 +15,6 @@ from agentloop.events import (
     ToolCallStart,
 )
 from agentloop.tools.registry import ToolRegistry
-
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, make_request, run_chat, tool_payload, validate_event
 from tests.sample_tools import echo, sleeper

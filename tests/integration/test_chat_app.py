@@ -13,15 +13,15 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from pydantic import BaseModel
+from starlette.testclient import TestClient
+
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig
 from agentloop.events import Done
 from agentloop.tools.base import Tool, ToolContext, ToolError, tool
 from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, create_app
-from pydantic import BaseModel
-from starlette.testclient import TestClient
-
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, _validator, iter_sse, parse_sse

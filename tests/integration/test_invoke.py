@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentloop.auth import hash_token
 
+from agentloop.auth import hash_token
 from tests.fakes.scripted_llm import Reply, ScriptedLLM
 from tests.helpers import ROOT, parse_sse
 

@@ -9,12 +9,12 @@ import asyncio
 import json
 
 import pytest
+
 from agentloop.chat import ChatContext, handle_chat
 from agentloop.config import AgentConfig
 from agentloop.events import Done, ErrorEvent, Notice, TextDelta, ToolCallStart, TurnStart
 from agentloop.models import AssistantMessage, ToolMessage, UserMessage
 from agentloop.tools.registry import ToolRegistry
-
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, ToolCallSpec, call
 from tests.helpers import TEST_CONFIG, make_request, run_chat, tool_payload, validate_event
 from tests.sample_tools import boom, double, echo, lookup_tool, sleeper

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from agentloop.auth import AuthError, BearerAuth, hash_token, new_token, token_hashes_from_secret
 from agentloop.config import ConfigurationError
 from agentloop.secret_store import PROVIDER_KEY_NAMES, load_provider_keys, read_secret

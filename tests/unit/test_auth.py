@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+
 from agentloop.auth import (
     AuthError,
     BearerAuth,

@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+from jsonschema import Draft202012Validator
+
 from agentloop.events import (
     EVENT_ADAPTER,
     Done,
     ErrorEvent,
     Event,
+    ModelSwitched,
     Notice,
     RunStart,
     SubagentFinish,
@@ -32,7 +35,6 @@ from agentloop.models import (
     ToolMessage,
     Usage,
 )
-from jsonschema import Draft202012Validator
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "docs" / "events.schema.json"
@@ -65,6 +67,7 @@ SAMPLES: list[_Event] = [
     ),
     UsageReport(model="openai:gpt-4o-mini", usage=USAGE, total=USAGE + USAGE, budget_remaining=9),
     Notice(code="retry", message="rate limited, retrying in 2 s", **NESTED),
+    ModelSwitched(from_model="groq:a", to_model="openai:b", reason="HTTP 503"),
     ErrorEvent(code="provider", message="groq answered HTTP 500"),
     Done(
         text="The answer.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from agentloop import limits
 from agentloop.limits import CancelToken, Deadline, TokenBudget
 from agentloop.models import Usage

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+
 from agentloop.models import (
     AssistantMessage,
     ChatRequest,
@@ -16,7 +18,6 @@ from agentloop.models import (
     UserMessage,
     to_wire,
 )
-from pydantic import ValidationError
 
 
 def user(text: str = "hi") -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 import groq
 import openai
 import pytest
+
 from agentloop.config import ConfigurationError
 from agentloop.llm.openai_compat import OpenAICompatibleModel
 from agentloop.llm.registry import PROVIDERS, get_model, parse_model_spec

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import groq.types.chat
 import openai.types.chat
 import pytest
+
 from agentloop.llm import openai_compat
 from agentloop.llm.openai_compat import StreamAssembler, _retry_after
 from agentloop.models import Usage

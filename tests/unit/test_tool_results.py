@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+
 from agentloop.tools.results import ToolResult, truncate_middle
 
 MARKER = re.compile(r"\n\[\.\.\. (\d+) of (\d+) characters cut \.\.\.\]\n")

@@ -6,9 +6,10 @@ import dataclasses
 import json
 
 import pytest
+from pydantic import BaseModel, Field
+
 from agentloop.tools.base import Tool, ToolContext, tool
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
-from pydantic import BaseModel, Field
 
 
 class SearchArgs(BaseModel):

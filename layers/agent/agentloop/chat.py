@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloop.config import AgentConfig, ConfigurationError
-from agentloop.events import Done, ErrorEvent, Event, RunStart, _Event
+from agentloop.events import Done, ErrorEvent, Event, ModelSwitched, RunStart, _Event
 from agentloop.limits import CancelToken, Deadline, LambdaContextLike, TokenBudget
 from agentloop.llm.base import ChatModel
 from agentloop.llm.registry import get_model, parse_model_spec
+from agentloop.llm.resilient import ResilientModel, RetryPolicy
 from agentloop.loop import AgentLoop, Emitter, RunLimits
 from agentloop.models import AssistantMessage, ChatRequest, Usage
 from agentloop.tools.base import RunInfo
@@ -118,7 +119,7 @@ def _prepare(request: ChatRequest, context: ChatContext, emit: Emitter) -> Agent
     tools = context.tools.select(
         request.tools if request.tools is not None else config.default_tools
     )
-    model = context.model_factory(spec)
+    model = _model_chain(spec, context, emit)
     budget = context.budget
     if budget is None:  # a top-level run: its own budget, shared by any nested runs
         limit = min(request.token_budget or config.token_budget, config.token_budget_cap)
@@ -153,6 +154,35 @@ def _prepare(request: ChatRequest, context: ChatContext, emit: Emitter) -> Agent
             registry=context.tools,
             model_factory=context.model_factory,
         ),
+    )
+
+
+def _model_chain(spec: str, context: ChatContext, emit: Emitter) -> ChatModel:
+    """The requested model, then the configured fallbacks that are usable here."""
+    config = context.config
+    chain = [context.model_factory(spec)]
+    for fallback in config.fallback_models:
+        if fallback == spec:
+            continue
+        try:
+            check_model_allowed(fallback, config)
+            chain.append(context.model_factory(fallback))
+        except ConfigurationError as exc:  # e.g. no key for it: the chain is shorter
+            logger.info("fallback %s unavailable: %s", fallback, exc)
+
+    def switched(from_model: str, to_model: str, reason: str) -> None:
+        emit(ModelSwitched(from_model=from_model, to_model=to_model, reason=reason))
+
+    return ResilientModel(
+        chain=chain,
+        deadline=context.deadline,
+        policy=RetryPolicy(
+            max_attempts=config.retry_max_attempts,
+            base_delay_s=config.retry_base_delay_s,
+            max_delay_s=config.retry_max_delay_s,
+        ),
+        on_switch=switched,
+        keep_s=config.deadline_reserve_s,
     )
 
 

@@ -54,6 +54,17 @@ class AgentConfig(BaseModel):
     subagent_max_iterations: int = Field(default=5, ge=1)
     subagent_concurrency: int = Field(default=3, ge=1)
 
+    fallback_models: tuple[str, ...] = Field(
+        default=(), description="'provider:model' to switch to, in order, when one is down."
+    )
+    retry_max_attempts: int = Field(default=3, ge=1)
+    retry_base_delay_s: float = Field(default=0.5, ge=0)
+    retry_max_delay_s: float = Field(default=8.0, ge=0)
+
+    compaction: bool = Field(default=True, description="Send the model a compacted history.")
+    tool_preview_chars: int = Field(default=400, ge=0)
+    context_max_chars: int = Field(default=400_000, ge=1_000)
+
     model_timeout_s: float = Field(default=60.0, gt=0)
     deadline_reserve_s: float = Field(
         default=10.0, ge=0, description="No new turn starts with less time left than this."

@@ -83,6 +83,13 @@ class UsageReport(_Event):
     budget_remaining: int
 
 
+class ModelSwitched(_Event):
+    type: Literal["model_switched"] = "model_switched"
+    from_model: str
+    to_model: str
+    reason: str
+
+
 class Notice(_Event):
     type: Literal["notice"] = "notice"
     code: str
@@ -124,6 +131,7 @@ Event = Annotated[
     | SubagentStart
     | SubagentFinish
     | UsageReport
+    | ModelSwitched
     | Notice
     | ErrorEvent
     | Done,

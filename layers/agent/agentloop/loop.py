@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import ValidationError
 
 from agentloop.config import AgentConfig
+from agentloop.context import CompactionSettings, compact_view
 from agentloop.events import (
     Done,
     ErrorEvent,
@@ -37,6 +38,7 @@ from agentloop.limits import CancelToken, Deadline, TokenBudget
 from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, ProviderError
 from agentloop.models import (
     AssistantMessage,
+    FunctionCall,
     Message,
     StopReason,
     SystemMessage,
@@ -145,6 +147,10 @@ class AgentLoop:
     _records: list[_ToolRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._compaction = CompactionSettings(
+            preview_chars=self.config.tool_preview_chars,
+            max_chars=self.config.context_max_chars,
+        )
         system = SystemMessage(content=self.config.system_prompt)
         self._wire = to_wire([system, *self.conversation])
         self._tool_defs = self.tools.definitions() or None
@@ -179,13 +185,16 @@ class AgentLoop:
                 TurnStart(iteration=self.iterations, budget_remaining=limits.budget.root.remaining)
             )
             try:
-                turn = await self._call_model(self._wire, "auto", max_tokens, timeout)
+                turn = await self._call_with_compaction("auto", max_tokens, timeout)
             except _Cancelled as cancelled:
                 return self._end_early("cancelled", str(cancelled), "the run was cancelled")
             except ProviderError as exc:
                 if exc.kind == "timeout" and self._deadline_is_near():
                     stop = "deadline"
                     break
+                if exc.kind == "tool_use_failed":
+                    self._record_failed_tool_call(exc)
+                    continue
                 self.emit(ErrorEvent(code="provider", message=exc.message))
                 why = f"the model failed: {exc.message}"
                 return self._end_early("error", exc.partial_text, why)
@@ -226,7 +235,7 @@ class AgentLoop:
         An ordinary turn must leave the final answer its token reserve and its
         ``deadline_reserve_s`` of time; the final answer may use both.
         """
-        _, prompt = self._estimate_prompt(self._wire)
+        _, prompt = self._estimate_prompt(self._view())
         available = self.limits.budget.available(final=final)
         max_tokens = min(self.config.max_output_tokens, available - prompt)
         if max_tokens < MIN_OUTPUT_TOKENS:
@@ -303,6 +312,59 @@ class AgentLoop:
             )
         )
         return turn
+
+    def _view(self, settings: CompactionSettings | None = None) -> list[dict[str, Any]]:
+        """What the model is sent: the compacted view of the history, or all of it."""
+        if not self.config.compaction:
+            return self._wire
+        return compact_view(self._wire, settings or self._compaction)
+
+    async def _call_with_compaction(
+        self, tool_choice: Literal["auto", "none"], max_tokens: int, time_limit: float
+    ) -> ModelTurn:
+        """A turn's call; if the provider says the context is too long, compact harder and
+        try once more."""
+        try:
+            return await self._call_model(self._view(), tool_choice, max_tokens, time_limit)
+        except ProviderError as exc:
+            if exc.kind != "context_length" or exc.partial_text:
+                raise
+            harder = self._compaction.harder()
+            logger.warning("context too long; retrying with %s", harder)
+            self.emit(
+                Notice(code="context_compacted", message="The conversation was shortened to fit.")
+            )
+            self._compaction = harder
+            return await self._call_model(
+                compact_view(self._wire, harder), tool_choice, max_tokens, time_limit
+            )
+
+    def _record_failed_tool_call(self, exc: ProviderError) -> None:
+        """Groq's ``tool_use_failed``: the model wrote a tool call the provider could not parse.
+
+        Record it as a call with an error result, so the model sees what went wrong on its
+        next turn and can correct it, instead of the run ending.
+        """
+        generation = exc.failed_generation or ""
+        call = ToolCall(
+            id=f"call_invalid_{self.iterations}",
+            function=FunctionCall(name="invalid_tool_call", arguments=json.dumps(generation)),
+        )
+        self._append(AssistantMessage(content=None, tool_calls=[call]))
+        result = ToolResult.failure(
+            f"your last tool call could not be parsed by the provider: {exc.message}",
+            hint="call the tool again with arguments that are one valid JSON object matching "
+            "its schema",
+        )
+        content = result.render(self.config.tool_result_max_chars)
+        self.emit(ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments))
+        self.emit(
+            ToolCallResult(
+                call_id=call.id, name=call.name, ok=False, duration_ms=0.0, content=content
+            )
+        )
+        self._records.append(_ToolRecord(call, False, content))
+        self._append(ToolMessage(tool_call_id=call.id, content=content))
 
     def _charge(self, usage: Usage) -> None:
         self.limits.budget.charge(usage, depth=self.emit.depth)
@@ -419,7 +481,7 @@ class AgentLoop:
             content=f"{_FINAL_INSTRUCTION[reason]} Do not call tools. Answer the user now from "
             "what you have gathered so far, and say briefly what is still missing."
         )
-        wire = [*self._wire, *to_wire([instruction])]
+        wire = [*self._view(), *to_wire([instruction])]
         plan = self._plan_call(final=True)
         if isinstance(plan, str):
             return None

@@ -43,6 +43,8 @@ class ModelTurn:
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    """The response's rate-limit headers (``x-ratelimit-*``), lower-cased."""
 
 
 class ProviderError(Exception):
@@ -56,6 +58,8 @@ class ProviderError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         partial_text: str = "",
+        headers: dict[str, str] | None = None,
+        failed_generation: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -63,6 +67,8 @@ class ProviderError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.partial_text = partial_text
+        self.headers = headers or {}
+        self.failed_generation = failed_generation
 
     @property
     def retryable(self) -> bool:

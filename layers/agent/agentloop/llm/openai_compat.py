@@ -9,6 +9,7 @@ classes, which is passed in so this file imports neither SDK.
 from __future__ import annotations
 
 import email.utils
+import inspect
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -140,8 +141,13 @@ class OpenAICompatibleModel:
         if call.max_tokens is not None:
             kwargs["max_completion_tokens"] = call.max_tokens
         assembler = StreamAssembler()
+        headers: dict[str, str] = {}
         try:
-            stream = await self._client.chat.completions.create(**kwargs)
+            raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+            headers = rate_limit_headers(raw.headers)
+            stream = raw.parse()  # OpenAI's SDK parses synchronously, Groq's asynchronously
+            if inspect.isawaitable(stream):
+                stream = await stream
             try:
                 async for chunk in stream:
                     text = assembler.feed(chunk)
@@ -161,7 +167,14 @@ class OpenAICompatibleModel:
                 f"{self.provider} stream ended before the model finished",
                 partial_text="".join(assembler.text),
             )
-        return assembler.turn()
+        turn = assembler.turn()
+        return ModelTurn(
+            text=turn.text,
+            tool_calls=turn.tool_calls,
+            finish_reason=turn.finish_reason,
+            usage=turn.usage,
+            headers=headers,
+        )
 
     def _classify(self, exc: Exception, partial_text: str) -> ProviderError:
         sdk = self._sdk
@@ -185,7 +198,7 @@ class OpenAICompatibleModel:
 
     def _from_status(self, exc: Any, partial_text: str) -> ProviderError:
         status: int = exc.status_code
-        code, detail = _error_code_and_message(exc)
+        code, detail, failed_generation = _error_details(exc)
         kind: ErrorKind
         if status == 429:
             kind = "rate_limit"
@@ -209,6 +222,8 @@ class OpenAICompatibleModel:
             status=status,
             retry_after=_retry_after(exc.response.headers),
             partial_text=partial_text,
+            headers=rate_limit_headers(exc.response.headers),
+            failed_generation=failed_generation,
         )
 
 
@@ -220,14 +235,30 @@ def _raise_for_stream_error(chunk: Any) -> None:
         raise ProviderError("server", f"groq stopped the stream: {error}")
 
 
-def _error_code_and_message(exc: Any) -> tuple[str, str]:
-    """The error's code and message; OpenAI's ``body`` is the inner error, Groq's the whole."""
+def _error_details(exc: Any) -> tuple[str, str, str | None]:
+    """Code, message and Groq's ``failed_generation``; OpenAI's ``body`` is the inner error,
+    Groq's the whole error document."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
-            return str(inner.get("code") or ""), str(inner["message"])
-    return str(getattr(exc, "code", "") or ""), str(getattr(exc, "message", "") or exc)
+            failed = inner.get("failed_generation")
+            return (
+                str(inner.get("code") or ""),
+                str(inner["message"]),
+                str(failed) if failed is not None else None,
+            )
+    code = str(getattr(exc, "code", "") or "")
+    return code, str(getattr(exc, "message", "") or exc), None
+
+
+def rate_limit_headers(headers: Any) -> dict[str, str]:
+    """The ``x-ratelimit-*`` and ``retry-after*`` headers, lower-cased."""
+    return {
+        str(name).lower(): str(value)
+        for name, value in headers.items()
+        if str(name).lower().startswith(("x-ratelimit-", "retry-after"))
+    }
 
 
 def _retry_after(headers: Any) -> float | None:

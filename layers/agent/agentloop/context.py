@@ -1,0 +1,101 @@
+"""The view of a run's history that is sent to the model: compacted, windowed, stable.
+
+The run keeps every message in full (``done.messages`` returns them all); what the
+model is *sent* is a view of them:
+
+- tool results from earlier rounds are reduced to a short preview once a newer round
+  exists (the model has already read and used them, and they are the bulk of a
+  tool-heavy prompt);
+- when the whole view is still over its character bound, the oldest exchanges are
+  left out, whole: a user message, or an assistant turn together with all of its tool
+  results, so a tool call is never separated from its result;
+- the system prompt stays first and byte-identical, so providers' prompt caching
+  applies to the prefix, and a message's compacted form depends only on the message,
+  so the prefix stays identical from one turn to the next as well.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+Wire = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    preview_chars: int = 400
+    max_chars: int = 400_000
+
+    def harder(self) -> CompactionSettings:
+        """The settings for a retry after the provider said the context was too long."""
+        return CompactionSettings(
+            preview_chars=min(self.preview_chars, 120), max_chars=self.max_chars // 2
+        )
+
+
+def preview(content: str, chars: int) -> str:
+    """A tool result reduced to its first ``chars`` characters, saying it was reduced."""
+    if len(content) <= chars + 80:
+        return content
+    return json.dumps(
+        {
+            "compacted": True,
+            "preview": content[:chars],
+            "note": f"{len(content)} characters; reduced after use. Call the tool again for "
+            "the full result if you need it.",
+        },
+        ensure_ascii=False,
+    )
+
+
+def _units(messages: list[Wire]) -> list[list[Wire]]:
+    """Group messages into exchanges that must be kept or dropped together."""
+    units: list[list[Wire]] = []
+    for message in messages:
+        if message.get("role") == "tool" and units:
+            units[-1].append(message)
+        else:
+            units.append([message])
+    return units
+
+
+def _size(messages: list[Wire]) -> int:
+    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
+
+
+def compact_view(wire: list[Wire], settings: CompactionSettings) -> list[Wire]:
+    """The messages to send: ``wire[0]`` is the system prompt, the rest the history."""
+    system, history = wire[:1], wire[1:]
+    last_round = max(
+        (i for i, m in enumerate(history) if m.get("role") == "assistant" and m.get("tool_calls")),
+        default=len(history),
+    )
+    view: list[Wire] = []
+    for index, message in enumerate(history):
+        if message.get("role") == "tool" and index < last_round:
+            message = {**message, "content": preview(message["content"], settings.preview_chars)}
+        view.append(message)
+    if _size(system) + _size(view) <= settings.max_chars:
+        return system + view
+    return system + _window(view, settings.max_chars - _size(system))
+
+
+def _window(view: list[Wire], budget: int) -> list[Wire]:
+    """Leave out the oldest whole exchanges until the rest fits; the last user turn stays."""
+    units = _units(view)
+    last_user = max((i for i, unit in enumerate(units) if unit[0].get("role") == "user"), default=0)
+    dropped = 0
+    while dropped < last_user and sum(_size(u) for u in units[dropped:]) > budget:
+        dropped += 1
+    if dropped == 0:
+        return view
+    kept = [m for unit in units[dropped:] for m in unit]
+    count = sum(len(u) for u in units[:dropped])
+    note = {
+        "role": "system",
+        "content": f"[{count} earlier messages of this conversation were left out to fit the "
+        "context window.]",
+    }
+    return [note, *kept]
