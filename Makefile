@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint format schema chat dev invoke validate package
+.PHONY: help install test lint format schema chat dev invoke validate package bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ schema: $(STAMP) ## write docs/events.schema.json from the event models
 
 chat: $(STAMP) ## ask the agent once from the terminal: make chat Q="question"
 	$(BIN)/python -m agentloop chat "$(Q)"
+
+bench: $(STAMP) ## measured figures, printed as tables (prompt tokens with compaction on/off)
+	$(BIN)/python bench/compaction.py
 
 # Local runs: auth is off unless you set AGENTLOOP_AUTH_MODE (and token hashes) yourself.
 PORT ?= 8000

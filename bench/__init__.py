@@ -1,0 +1,1 @@
+"""Benchmarks (``make bench``): measured figures, printed as tables."""
