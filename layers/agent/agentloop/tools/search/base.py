@@ -33,17 +33,18 @@ class SearchProvider(Protocol):
     async def search(self, query: str, count: int) -> list[SearchResult]: ...
 
 
-# Only real HTML element names are stripped, so text such as "Vec<T>" or "a <b and c> d"
-# written in a plain-text snippet survives; block elements become a space so that words on
-# either side of them do not run together.
-_INLINE_TAGS = frozenset(
+# Only real HTML element names are stripped, so plain-text snippets that mention "Vec<T>" or
+# "<stdio.h>" keep them; block elements become a space so that the words on either side of
+# them do not run together.
+_INLINE_TAG_NAMES = (
     "a abbr b bdi bdo big cite code del dfn em font i img ins kbd mark nobr q s samp small "
-    "span strike strong sub sup time tt u var wbr".split()
+    "span strike strong sub sup time tt u var wbr"
 )
-_BLOCK_TAGS = frozenset(
-    "blockquote br dd div dl dt h1 h2 h3 h4 h5 h6 hr li ol p pre table tbody td th thead tr "
-    "ul".split()
+_BLOCK_TAG_NAMES = (
+    "blockquote br dd div dl dt h1 h2 h3 h4 h5 h6 hr li ol p pre table tbody td th thead tr ul"
 )
+_INLINE_TAGS = frozenset(_INLINE_TAG_NAMES.split())
+_BLOCK_TAGS = frozenset(_BLOCK_TAG_NAMES.split())
 _TAG_RE = re.compile(r"<!--.*?-->|</?([A-Za-z][A-Za-z0-9]*)(?:\s[^<>]*)?/?>", re.DOTALL)
 
 
@@ -117,9 +118,7 @@ def url_key(url: str) -> tuple[str, str, str]:
     return host, parts.path.rstrip("/") or "/", parts.query
 
 
-def finalise(
-    results: list[SearchResult], count: int, snippet_max_chars: int
-) -> list[SearchResult]:
+def finalise(results: list[SearchResult], count: int, snippet_max_chars: int) -> list[SearchResult]:
     """At most ``count`` results, one per page (first wins), snippets shortened."""
     seen: set[tuple[str, str, str]] = set()
     kept: list[SearchResult] = []

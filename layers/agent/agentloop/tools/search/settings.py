@@ -35,6 +35,7 @@ ENV_VARS: dict[str, str] = {
 }
 """Setting -> environment variable (the key names are the ones the project secret uses)."""
 
+
 class SearchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

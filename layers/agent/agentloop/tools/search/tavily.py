@@ -17,6 +17,7 @@ from agentloop.tools.search.transport import (
     Transport,
     auth_failed,
     bad_body,
+    bad_query,
     rate_limited,
     refused,
     retry_after_seconds,
@@ -26,6 +27,10 @@ from agentloop.tools.search.transport import (
 LABEL = "Tavily"
 KEY_ENV = "TAVILY_API_KEY"
 URL_ENV = "AGENTLOOP_TAVILY_URL"
+MAX_COUNT = 20  # Tavily's documented maximum for max_results
+SPARE = 2
+"""Asked for beyond ``count``, so de-duplication still leaves enough; a basic search costs
+one credit whatever max_results is."""
 
 
 def parse_tavily(payload: Any) -> list[SearchResult] | None:
@@ -65,7 +70,7 @@ class TavilySearch:
     async def search(self, query: str, count: int) -> list[SearchResult]:
         body = {
             "query": query,
-            "max_results": count,
+            "max_results": min(count + SPARE, MAX_COUNT),
             "search_depth": "basic",
             "topic": "general",
             "include_answer": False,
@@ -91,37 +96,34 @@ class TavilySearch:
         detail = self._transport.detail(tavily_error_text(reply.json()))
         status = reply.status
         if status == 401:
-            return auth_failed(LABEL, status, KEY_ENV, detail)
+            return auth_failed(LABEL, status, KEY_ENV, detail=detail)
         if status == 403:
-            return refused(
-                LABEL, status, f"{detail or 'forbidden'}: check {KEY_ENV} and its permissions"
-            )
+            return refused(LABEL, status, f"check {KEY_ENV} and what its plan allows.", detail)
         if status == 429:
             return rate_limited(
                 LABEL,
                 status,
                 retry_after_seconds(reply.headers),
-                f"Reduce the request rate or use a plan with higher limits; or configure "
-                f"another provider ({ALTERNATIVES}).",
+                f"lower the request rate, use a plan with higher limits, or configure another "
+                f"provider ({ALTERNATIVES}).",
                 detail,
             )
         if status == 432:
             return refused(
                 LABEL,
                 status,
-                f"{detail or 'the plan usage limit is exceeded'}: upgrade the Tavily plan, "
-                f"or configure another provider",
+                "the plan's usage limit is used up: upgrade the Tavily plan or configure "
+                "another provider.",
+                detail,
             )
         if status == 433:
             return refused(
                 LABEL,
                 status,
-                f"{detail or 'the pay-as-you-go limit is exceeded'}: raise the limit on the "
-                f"Tavily dashboard, or configure another provider",
+                "the pay-as-you-go limit is reached: raise it on the Tavily dashboard or "
+                "configure another provider.",
+                detail,
             )
         if status == 400:
-            return ToolError(
-                f"Tavily rejected the query (HTTP 400){': ' + detail if detail else ''}",
-                hint="rephrase the query (plain words, under 400 characters) and try once more",
-            )
+            return bad_query(LABEL, status, "plain words, at most 400 characters", detail)
         return unexpected(LABEL, reply, detail)

@@ -14,8 +14,8 @@ import json
 import logging
 import weakref
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -193,43 +193,70 @@ def retry_after_seconds(headers: httpx.Headers, now: datetime | None = None) -> 
     return max(0, round(delta))
 
 
+def _said(label: str, detail: str | None) -> str:
+    return f" {label} said: {detail}" if detail else ""
+
+
 def rate_limited(
-    label: str, status: int, retry_after: int | None, advice: str, detail: str | None = None
+    label: str,
+    status: int,
+    retry_after: int | None,
+    advice: str,
+    detail: str | None = None,
+    *,
+    subject: str = "this client",
 ) -> ToolError:
     """The provider is throttling us: say for how long, if known, and what would help."""
     when = f", retry after {retry_after} s" if retry_after is not None else ""
-    said = f": {detail}" if detail else ""
     logger.warning("search: %s rate limited (HTTP %d%s)", label, status, when)
-    return ToolError(f"{label} is rate limiting requests (HTTP {status}{when}){said}. {advice}",
-                     hint=_WAIT_HINT)
+    return ToolError(
+        f"{label} is rate limiting {subject} (HTTP {status}{when}): {advice}"
+        + _said(label, detail),
+        hint=_WAIT_HINT,
+    )
 
 
-def auth_failed(label: str, status: int, what: str, detail: str | None = None) -> ToolError:
+def auth_failed(
+    label: str, status: int, what: str, code: str | None = None, detail: str | None = None
+) -> ToolError:
     """The provider refused the credentials: name the variable to fix, never its value."""
-    said = f" ({detail})" if detail else ""
-    logger.warning("search: %s refused the key (HTTP %d)", label, status)
-    return ToolError(f"{label} rejected the key (HTTP {status}){said}: check {what}",
-                     hint=_NO_RETRY_HINT)
+    coded = f", {code}" if code else ""
+    logger.warning("search: %s refused the key (HTTP %d%s)", label, status, coded)
+    return ToolError(
+        f"{label} rejected the key (HTTP {status}{coded}): check {what}." + _said(label, detail),
+        hint=_NO_RETRY_HINT,
+    )
 
 
-def refused(label: str, status: int, message: str) -> ToolError:
+def refused(label: str, status: int, message: str, detail: str | None = None) -> ToolError:
     """Any other refusal that configuration, not the model, has to fix."""
     logger.warning("search: %s refused the request (HTTP %d)", label, status)
-    return ToolError(f"{label} refused the request (HTTP {status}): {message}", hint=_NO_RETRY_HINT)
+    return ToolError(
+        f"{label} refused the request (HTTP {status}): {message}" + _said(label, detail),
+        hint=_NO_RETRY_HINT,
+    )
+
+
+def bad_query(label: str, status: int, limits: str, detail: str | None = None) -> ToolError:
+    """The provider found fault with the query itself: the model can fix that."""
+    return ToolError(
+        f"{label} rejected the query (HTTP {status})." + _said(label, detail),
+        hint=f"rephrase the query ({limits}) and try once more",
+    )
 
 
 def unexpected(label: str, reply: HttpReply, detail: str | None = None) -> ToolError:
     """A status the provider's documentation does not lead us to expect, or a server error."""
-    said = f": {detail}" if detail else ""
     logger.warning("search: %s answered HTTP %d", label, reply.status)
     if reply.status >= 500:
         return ToolError(
-            f"{label} had a server error (HTTP {reply.status}){said}",
+            f"{label} had a server error (HTTP {reply.status})." + _said(label, detail),
             hint="try the search once more later, or answer without it",
         )
     return ToolError(
-        f"{label} answered HTTP {reply.status}{said}",
-        hint="rephrase the query once, or answer without web search",
+        f"{label} answered HTTP {reply.status}, which this tool does not expect."
+        + _said(label, detail),
+        hint="answer without web search",
     )
 
 
@@ -239,4 +266,3 @@ def bad_body(label: str, expected: str) -> ToolError:
         f"{label} answered, but not with {expected}",
         hint="try the search once more, or answer without it",
     )
-
