@@ -382,8 +382,14 @@ def create_app(
     return app
 
 
+_QUIET_LOGGERS = ("httpx", "httpcore", "openai", "groq")
+"""HTTP clients log request URLs at INFO, and a search URL carries the user's words."""
+
+
 def configure_logging() -> None:
     """JSON logs through Powertools on Lambda; plain logs elsewhere."""
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     if not os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
         logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
         return

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -101,9 +101,15 @@ class SearchSettings(BaseModel):
         return "duckduckgo"
 
     def secrets(self) -> tuple[str, ...]:
-        """Every configured key, so error text can be scrubbed of them."""
-        keys = (self.tavily_api_key, self.brave_api_key)
-        return tuple(k.get_secret_value() for k in keys if k is not None)
+        """Every configured key (and a SearXNG password), so error text can be scrubbed."""
+        keys = [
+            k.get_secret_value() for k in (self.tavily_api_key, self.brave_api_key) if k is not None
+        ]
+        if self.searxng_url is not None:
+            password = urlsplit(self.searxng_url).password
+            if password:
+                keys.append(unquote(password))
+        return tuple(keys)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SearchSettings:

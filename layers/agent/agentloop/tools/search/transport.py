@@ -52,6 +52,8 @@ def display_url(url: str) -> str:
     """``url`` without userinfo or query, safe to show in an error message."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
@@ -134,7 +136,7 @@ class Transport:
         except (TimeoutError, httpx.TimeoutException):
             logger.warning("search: %s timed out after %.1f s", label, self.limit_s)
             raise ToolError(
-                f"{label} did not answer within {self.limit_s:g} s ({shown}): check network "
+                f"{label} did not answer within {self.limit_s:.3g} s ({shown}): check network "
                 f"access to it, or raise AGENTLOOP_SEARCH_TIMEOUT_S",
                 hint="try the search once more, or answer without it and say search was slow",
             ) from None
@@ -149,6 +151,12 @@ class Transport:
                 f"could not reach {label} at {shown} ({type(exc).__name__}): check {configure} "
                 "and that the function has outbound internet access",
                 hint="answer without web search and say that search is unavailable",
+            ) from None
+        except httpx.RequestError as exc:  # e.g. a body that does not decompress
+            logger.warning("search: %s exchange failed: %s", label, type(exc).__name__)
+            raise ToolError(
+                f"the exchange with {label} at {shown} failed ({type(exc).__name__})",
+                hint="try the search once more, or answer without it",
             ) from None
 
 
