@@ -115,11 +115,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if is_http_event(event):
         return invoke_http(event, args.timeout)
-    print(
-        f"{args.event}: not a Function URL event, and no other handler is wired up yet",
-        file=sys.stderr,
-    )
+    if "code" in event:
+        return invoke_sandbox(event, args.timeout)
+    print(f"{args.event}: no function here takes this kind of event", file=sys.stderr)
     return 2
+
+
+class _LocalContext:
+    """The one part of the Lambda context the sandbox handler reads."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._deadline = time.monotonic() + timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def invoke_sandbox(event: dict[str, Any], timeout_s: float) -> int:
+    """Call the sandbox function's handler with the event, as Lambda would."""
+    sys.path.insert(0, str(ROOT / "functions" / "sandbox"))
+    from sandbox_handler import handler
+
+    result = handler(event, _LocalContext(min(timeout_s, 60)))
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,427 @@
+"""Run model-written Python in a child process tree that is limited, watched and cleaned up.
+
+One runner serves both backends: the ``local`` backend calls it in the agent's own process,
+and the sandbox Lambda function calls it for the ``lambda`` backend.
+
+The process tree::
+
+    runner (this process: the agent, or the sandbox function)
+      └── supervisor   python -I -S -B _supervisor.py   scrubbed env, new session, subreaper
+            └── code   python -I -B -u -X faulthandler main.py   own group, rlimits, nice 10
+
+What holds (see docs/tools.md, "execute_code", for the full table):
+
+* a fresh temporary working directory, removed afterwards (whatever the code wrote in it);
+* an environment of fixed values only (PATH, LANG, HOME, TMPDIR, PYTHONDONTWRITEBYTECODE,
+  MALLOC_ARENA_MAX) - never this process's variables - and a direct parent (the supervisor)
+  whose environment is the same;
+* rlimits on CPU time, address space, file size, open files, core dumps and processes;
+  RLIMIT_NPROC counts every task of the real uid and does not apply to root, so where it
+  cannot bite (root) the supervisor counts the code's processes itself and stops the run;
+* a wall-clock limit, after which the code's group and every descendant (including ones that
+  called ``setsid``: the supervisor is their subreaper) are killed; the same sweep runs when
+  the program exits, so nothing outlives the call;
+* stdout and stderr read while the program runs, keeping the head and tail within caps and
+  decoding as UTF-8 with replacement.
+
+What does not hold: the code runs as the same uid as this process, so it can read whatever
+this uid can (files, and ``/proc/<pid>/environ`` of this process, which is the reason the
+deployed chat function sends code to the sandbox function instead), send signals to this
+uid's processes, use the network, and write in world-writable places such as ``/tmp``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agentloop.sandbox import _supervisor
+from agentloop.sandbox.models import RunOutcome, SandboxLimits
+
+SUPERVISOR = Path(__file__).with_name("_supervisor.py")
+WORKDIR_PREFIX = "agentloop-sandbox-"
+CODE_FILE = "main.py"
+
+# After the time limit, how long the supervisor gets to kill the tree and report before the
+# runner kills it and sweeps its descendants itself.
+BACKSTOP_GRACE_S = 3.0
+TERMINATE_GRACE_S = 2.0
+# After the supervisor has exited, how long to wait for the output pipes to close (only a
+# process that escaped the sweep could keep them open).
+PIPE_DRAIN_S = 0.5
+READ_CHUNK = 65_536
+CODE_NICE = 10
+
+
+class SandboxError(Exception):
+    """The sandbox could not run the code at all (as opposed to code that failed)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def scrubbed_env(workdir: str) -> dict[str, str]:
+    """The code's whole environment: nothing inherited, so no credentials to find."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": workdir,
+        # tempfile then writes inside the work dir, which is removed afterwards.
+        "TMPDIR": workdir,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        # glibc reserves 64 MB of address space per thread arena: with RLIMIT_AS that would
+        # leave room for a handful of threads. Two arenas keep the limit about real memory.
+        "MALLOC_ARENA_MAX": "2",
+    }
+
+
+class _Capture:
+    """Bytes of one stream within a cap: the head and the tail are kept, the middle counted."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_cap = limit * 2 // 3
+        self.tail_cap = limit - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        if len(data) >= self.tail_cap:
+            self.tail = bytearray(data[len(data) - self.tail_cap :])
+        else:
+            self.tail += data
+            if len(self.tail) > self.tail_cap:
+                del self.tail[: len(self.tail) - self.tail_cap]
+
+    @property
+    def cut(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if not self.cut:
+            return head + tail
+        return f"{head}\n[... {self.cut:,} of {self.total:,} bytes cut ...]\n{tail}"
+
+
+def _rlimits(limits: SandboxLimits) -> dict[str, list[int]]:
+    mb = 1024 * 1024
+    cpu = limits.cpu_limit_s
+    return {
+        # SIGXCPU at the soft limit, SIGKILL one second later.
+        "RLIMIT_CPU": [cpu, cpu + 1],
+        "RLIMIT_AS": [limits.memory_mb * mb] * 2,
+        "RLIMIT_FSIZE": [limits.max_file_mb * mb] * 2,
+        "RLIMIT_NOFILE": [limits.max_open_files] * 2,
+        "RLIMIT_CORE": [0, 0],
+    }
+
+
+def _remove_tree(path: str) -> None:
+    """Remove the work dir even if the code took its own permissions away."""
+    with contextlib.suppress(FileNotFoundError):
+        try:
+            shutil.rmtree(path)
+            return
+        except OSError:
+            pass
+        stack = [path]
+        while stack:
+            directory = stack.pop()
+            with contextlib.suppress(OSError):
+                os.chmod(directory, 0o700)
+            with contextlib.suppress(OSError), os.scandir(directory) as entries:
+                stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _notes(
+    limits: SandboxLimits,
+    report: dict[str, Any],
+    stopped_by: str | None,
+    exit_code: int | None,
+    stderr: str,
+    captures: list[_Capture],
+) -> list[str]:
+    """Plain-language reasons, so the model knows which limit it hit and what to change."""
+    notes: list[str] = []
+    if stopped_by == "timeout":
+        notes.append(f"Stopped: the program ran past the {limits.timeout_s:g} s time limit.")
+    elif stopped_by == "process_limit":
+        notes.append(f"Stopped: the program started more than {limits.max_processes} processes.")
+    elif stopped_by == "cancelled":
+        notes.append("Stopped: the run was cancelled.")
+    elif stopped_by == "supervisor_lost":
+        notes.append(
+            "The sandbox supervisor was killed (by the program?); its processes were killed "
+            "as far as they could be found."
+        )
+    elif exit_code is not None and exit_code < 0:
+        name = _signal_name(-exit_code)
+        if name == "SIGXCPU":
+            notes.append(f"Killed: the CPU time limit of {limits.cpu_limit_s} s was reached.")
+        elif name == "SIGSEGV":
+            notes.append(
+                "The Python interpreter crashed (SIGSEGV); very deep recursion after "
+                "sys.setrecursionlimit() is a common cause."
+            )
+        elif name == "SIGKILL":
+            notes.append(
+                "Killed by SIGKILL: the hard CPU time limit, or the system ran out of memory."
+            )
+        else:
+            notes.append(f"Killed by {name}.")
+    if "MemoryError" in stderr:
+        notes.append(f"The program ran out of memory: the limit is {limits.memory_mb} MB.")
+    if "File too large" in stderr:
+        notes.append(f"A file hit the size limit of {limits.max_file_mb} MB.")
+    leftovers = int(report.get("leftovers") or 0)
+    if leftovers:
+        notes.append(
+            f"{leftovers} process(es) still running when the program exited were killed; "
+            "nothing outlives a run."
+        )
+    if report and not report.get("subreaper", True):
+        notes.append("Detached processes could not be tracked here; some may have survived.")
+    for name, capture in zip(("stdout", "stderr"), captures, strict=True):
+        if capture.cut:
+            notes.append(
+                f"{name} was {capture.total:,} bytes; only the first and last "
+                f"{len(capture.head) + len(capture.tail):,} are kept."
+            )
+    return notes
+
+
+def _parse_report(raw: bytes) -> dict[str, Any]:
+    """The supervisor's final report; empty if it never wrote one (it was killed)."""
+    try:
+        value = json.loads(raw.decode("utf-8", errors="replace"))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def run_python(
+    code: str,
+    limits: SandboxLimits,
+    *,
+    tmp_root: str | os.PathLike[str] | None = None,
+    cancel: threading.Event | None = None,
+) -> RunOutcome:
+    """Run ``code`` as a Python program under ``limits``; blocks until it and its tree are gone.
+
+    ``tmp_root`` is where the work dir is made (default: the system's temp dir); ``cancel``
+    stops the run early, as cleanly as a timeout.
+    """
+    if not sys.platform.startswith("linux"):
+        raise SandboxError("the local code sandbox needs Linux (/proc, prctl, pidfd)")
+    if not sys.executable:
+        raise SandboxError("no Python interpreter path (sys.executable) to run code with")
+    try:
+        workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=tmp_root)
+    except OSError as exc:
+        raise SandboxError(f"could not create a work directory: {exc}") from exc
+    try:
+        Path(workdir, CODE_FILE).write_text(code, encoding="utf-8")
+        return _run_in(workdir, limits, cancel)
+    finally:
+        _remove_tree(workdir)
+
+
+def _run_in(workdir: str, limits: SandboxLimits, cancel: threading.Event | None) -> RunOutcome:
+    report_r, report_w = os.pipe()
+    config = {
+        "argv": [sys.executable, "-I", "-B", "-u", "-X", "faulthandler", CODE_FILE],
+        "timeout_s": limits.timeout_s,
+        "rlimits": _rlimits(limits),
+        "max_processes": limits.max_processes,
+        "nice": CODE_NICE,
+        "report_fd": report_w,
+        "parent_pid": os.getpid(),
+    }
+    started = time.monotonic()
+    try:
+        # The supervisor needs no site-packages and must not write bytecode anywhere.
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), json.dumps(config)],
+            cwd=workdir,
+            env=scrubbed_env(workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(report_w,),
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        os.close(report_r)
+        raise SandboxError(f"could not start the sandbox: {exc}") from exc
+    finally:
+        os.close(report_w)
+
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    out = _Capture(limits.max_stdout_bytes)
+    err = _Capture(limits.max_stderr_bytes)
+    raw_report = bytearray()
+    runner_stop: str | None = None
+    try:
+        runner_stop = _pump(proc, report_r, out, err, raw_report, limits, started, cancel)
+    finally:
+        report = _parse_report(bytes(raw_report))
+        finished = "exit_code" in report
+        # Normally a no-op (one scan of /proc); after a supervisor that was killed or stuck,
+        # or one whose sweep missed something, it kills what is left from outside.
+        _hard_stop(proc)
+        proc.wait()  # only now is the supervisor reaped, and its pid free for reuse
+        os.close(report_r)
+        proc.stdout.close()
+        proc.stderr.close()
+
+    stopped_by = runner_stop or (report.get("stopped_by") if finished else "supervisor_lost")
+    exit_code: int | None = report.get("exit_code") if finished else None
+    stderr = err.text()
+    if finished and exit_code == 127 and "sandbox: could not start the program" in stderr:
+        raise SandboxError(stderr.strip())
+    run_s = report.get("run_s")
+    duration = float(run_s) if isinstance(run_s, int | float) else time.monotonic() - started
+    return RunOutcome(
+        exit_code=exit_code,
+        stdout=out.text(),
+        stderr=stderr,
+        truncated=bool(out.cut or err.cut),
+        duration_ms=round(duration * 1000),
+        timed_out=stopped_by == "timeout",
+        killed_by=_signal_name(-exit_code) if exit_code is not None and exit_code < 0 else None,
+        notes=_notes(limits, report, stopped_by, exit_code, stderr, [out, err]),
+    )
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    report_r: int,
+    out: _Capture,
+    err: _Capture,
+    raw_report: bytearray,
+    limits: SandboxLimits,
+    started: float,
+    cancel: threading.Event | None,
+) -> str | None:
+    """Read output and report until all three pipes close; stop the run if it must be stopped.
+
+    Returns why the runner itself stopped the run (``timeout`` or ``cancelled``), if it did.
+    """
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    sinks: dict[int, _Capture | bytearray] = {
+        proc.stdout.fileno(): out,
+        proc.stderr.fileno(): err,
+        report_r: raw_report,
+    }
+    backstop = started + limits.timeout_s + BACKSTOP_GRACE_S
+    stop_reason: str | None = None
+    terminated_at: float | None = None
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        for fd in sinks:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            now = time.monotonic()
+            if stop_reason is None and cancel is not None and cancel.is_set():
+                stop_reason = "cancelled"
+            elif stop_reason is None and now > backstop:
+                stop_reason = "timeout"  # the supervisor did not enforce it (stopped?)
+            if stop_reason is not None and terminated_at is None:
+                terminated_at = now
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)  # the supervisor sweeps and reports
+                    proc.send_signal(signal.SIGCONT)  # in case the program stopped it
+            if terminated_at is not None and now > terminated_at + TERMINATE_GRACE_S:
+                break  # the caller sweeps from outside
+            if exited_at is None and _has_exited(proc):
+                exited_at = now
+            if exited_at is not None and now > exited_at + PIPE_DRAIN_S:
+                break  # the supervisor is gone; whoever holds the pipes escaped it
+            for key, _ in selector.select(timeout=0.05):
+                fd = int(key.fd)
+                try:
+                    data = os.read(fd, READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    selector.unregister(fd)
+                    continue
+                sink = sinks[fd]
+                if isinstance(sink, _Capture):
+                    sink.feed(data)
+                else:
+                    sink += data
+    return stop_reason
+
+
+def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the supervisor has exited, *without* reaping it (``Popen.poll`` would).
+
+    Unreaped, its pid - which is also the session id of everything it started - cannot be
+    reused, so the sweeps in :func:`_hard_stop` can never hit an unrelated process.
+    """
+    try:
+        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+        return os.waitid(os.P_PID, proc.pid, flags) is not None
+    except ChildProcessError:
+        return True
+
+
+def _hard_stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the supervisor's tree from outside: its descendants, it, and its whole session.
+
+    The session catches the program's processes that the supervisor no longer parents (it
+    was killed): only those that called ``setsid`` themselves escape.
+    """
+    if not _has_exited(proc):
+        _supervisor.kill_descendants(proc.pid, timeout_s=2.0)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+    _supervisor.kill_session(proc.pid)
+
+
+async def run_python_async(
+    code: str, limits: SandboxLimits, *, tmp_root: str | os.PathLike[str] | None = None
+) -> RunOutcome:
+    """:func:`run_python` off the event loop; cancelling the task stops the run."""
+    cancel = threading.Event()
+    try:
+        return await asyncio.to_thread(run_python, code, limits, tmp_root=tmp_root, cancel=cancel)
+    except asyncio.CancelledError:
+        cancel.set()  # the thread kills the tree within a poll interval and cleans up
+        raise

@@ -1,0 +1,84 @@
+"""How execute_code is set up: the backend and the default limits, from ``AGENTLOOP_SANDBOX_*``.
+
+The backend defaults to ``lambda`` when ``AGENTLOOP_SANDBOX_FUNCTION`` names the sandbox
+function (the SAM template sets it on the chat function) and to ``local`` otherwise, so a
+laptop needs no setting and a deployment cannot forget one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentloop.config import ConfigurationError
+from agentloop.sandbox.backends import Backend, LambdaBackend, LocalBackend
+from agentloop.sandbox.models import SandboxLimits
+
+ENV_PREFIX = "AGENTLOOP_SANDBOX_"
+
+
+class SandboxSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["local", "lambda"] = "local"
+    function: str | None = Field(default=None, description="Sandbox function name or ARN.")
+    region: str | None = Field(default=None, description="Its region; default: boto3's.")
+    endpoint_url: str | None = Field(default=None, description="Lambda API endpoint override.")
+    max_timeout_s: float = Field(
+        default=30.0, gt=0, le=300, description="The most a call may ask for with timeout_s."
+    )
+    limits: SandboxLimits = Field(
+        default_factory=SandboxLimits, description="Per-run limits; timeout_s is the default."
+    )
+    tmp_root: str | None = Field(default=None, description="Local backend: parent of work dirs.")
+    allow_local_on_lambda: bool = Field(
+        default=False,
+        description="Let the local backend run inside a Lambda function (never for the chat).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.backend == "lambda" and not self.function:
+            raise ValueError("the lambda backend needs the sandbox function's name")
+        if self.limits.timeout_s > self.max_timeout_s:
+            raise ValueError(
+                f"the default timeout ({self.limits.timeout_s:g} s) is above "
+                f"max_timeout_s ({self.max_timeout_s:g} s)"
+            )
+        return self
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SandboxSettings:
+        """Read ``AGENTLOOP_SANDBOX_<FIELD>``; limit fields too (``..._MEMORY_MB``)."""
+        env = os.environ if environ is None else environ
+
+        def read(name: str) -> str | None:
+            raw = env.get(f"{ENV_PREFIX}{name.upper()}", "").strip()
+            return raw or None
+
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            if name != "limits" and (raw := read(name)) is not None:
+                values[name] = raw
+        limits = {name: raw for name in SandboxLimits.model_fields if (raw := read(name))}
+        if limits:
+            values["limits"] = limits
+        values.setdefault("backend", "lambda" if values.get("function") else "local")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid {ENV_PREFIX}* setting: {exc}") from exc
+
+    def make_backend(self) -> Backend:
+        if self.backend == "lambda":
+            assert self.function is not None  # checked by the validator
+            return LambdaBackend(
+                self.function,
+                region=self.region,
+                endpoint_url=self.endpoint_url,
+                max_timeout_s=self.max_timeout_s,
+            )
+        return LocalBackend(self.tmp_root)

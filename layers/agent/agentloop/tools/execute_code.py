@@ -1,0 +1,104 @@
+"""execute_code: run a model-written Python program in the sandbox and return what it printed.
+
+The result is the run's outcome - ``{exit_code, stdout, stderr, truncated, duration_ms,
+timed_out, killed_by, notes}`` - and a program that fails (a traceback, a non-zero exit, a
+time limit) is an ordinary result the model reads and fixes; only a sandbox that cannot run
+anything is a tool error. See docs/tools.md for what each backend protects against.
+"""
+
+# No `from __future__ import annotations` here: the arguments model is built per settings
+# inside the factory, and @tool resolves the function's annotations at decoration time.
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentloop.sandbox.models import MAX_CODE_CHARS
+from agentloop.sandbox.runner import SandboxError
+from agentloop.sandbox.settings import SandboxSettings
+from agentloop.tools.base import Tool, ToolContext, ToolError, tool
+
+__all__ = ["SandboxSettings", "execute_code_tool"]
+
+# Seconds kept back from the request's deadline (and added to the tool's own timeout) for
+# starting the run and bringing the outcome back: more when a Lambda call is involved.
+OVERHEAD_S = {"local": 3.0, "lambda": 25.0}
+MIN_RUN_S = 0.5
+
+DESCRIPTION = (
+    "Run a Python 3 program and return its exit_code, stdout and stderr. Use it to compute, "
+    "parse or check things exactly instead of guessing. Only the standard library is "
+    "available; every call starts from scratch (no variables or files are kept between "
+    "calls); do not count on network access. Limits: {timeout:g} s by default (ask for up to "
+    "{max_timeout:g} s with timeout_s), {memory} MB of memory, {processes} processes and "
+    "threads, files up to {file_mb} MB in the working directory. Only what the program prints "
+    "comes back, so print() the results; output over about {stdout:,} characters is cut (the "
+    "start and end are kept). A non-zero exit_code or a traceback is a normal result: read "
+    "stderr, fix the program and run it again."
+)
+
+
+def execute_code_tool(settings: SandboxSettings | None = None) -> Tool:
+    """The execute_code tool on the configured backend (default: from the environment)."""
+    config = settings or SandboxSettings.from_env()
+    backend = config.make_backend()
+    limits = config.limits
+    max_timeout = config.max_timeout_s
+    allow_local_on_lambda = config.allow_local_on_lambda
+    overhead = OVERHEAD_S[config.backend]
+
+    class ExecuteCodeArgs(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        code: str = Field(
+            min_length=1,
+            max_length=MAX_CODE_CHARS,
+            description="A complete Python 3 program; print() what you need to see.",
+        )
+        timeout_s: float = Field(
+            default=limits.timeout_s,
+            gt=0,
+            le=max_timeout,
+            description="Wall-clock limit in seconds.",
+        )
+
+    description = DESCRIPTION.format(
+        timeout=limits.timeout_s,
+        max_timeout=max_timeout,
+        memory=limits.memory_mb,
+        processes=limits.max_processes,
+        file_mb=limits.max_file_mb,
+        stdout=limits.max_stdout_bytes,
+    )
+
+    @tool(
+        name="execute_code",
+        description=description,
+        timeout_s=max_timeout + overhead,
+    )
+    async def execute_code(args: ExecuteCodeArgs, ctx: ToolContext) -> dict[str, Any]:
+        if (
+            backend.name == "local"
+            and os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+            and not allow_local_on_lambda
+        ):
+            # Code run here could read this function's credentials and keys.
+            raise ToolError(
+                "execute_code is not configured: this server has no sandbox function",
+                hint="answer without running code",
+            )
+        timeout = min(args.timeout_s, ctx.deadline.remaining() - overhead)
+        if timeout < MIN_RUN_S:
+            raise ToolError(
+                "too little time is left in this request to run code",
+                hint="answer with what you have",
+            )
+        run_limits = limits.model_copy(update={"timeout_s": round(timeout, 1)})
+        try:
+            outcome = await backend.run(args.code, run_limits)
+        except SandboxError as exc:
+            raise ToolError(exc.message, hint=exc.hint) from exc
+        return outcome.model_dump(mode="json")
+
+    return execute_code
