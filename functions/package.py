@@ -2,7 +2,8 @@
 
     build/layer/python/   layers/agent/requirements.txt + the agentloop package
     build/chat/           functions/chat/*.py + run.sh + the chat requirements the layer lacks
-    build/agent-layer.zip, build/chat-function.zip
+    build/sandbox/        functions/sandbox/*.py (the runner is in the layer)
+    build/agent-layer.zip, build/chat-function.zip, build/sandbox-function.zip
 
 Dependencies come as binary wheels for the Lambda target (``pip --platform``), so nothing is
 compiled for this machine. The chat function's requirements are resolved against the versions
@@ -27,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LAYER_SOURCE = ROOT / "layers" / "agent"
 CHAT_SOURCE = ROOT / "functions" / "chat"
+SANDBOX_SOURCE = ROOT / "functions" / "sandbox"
 
 # Lambda python3.13 runs on Amazon Linux 2023 (glibc 2.34): any manylinux wheel up to 2.34 works.
 PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64", "manylinux_2_34_aarch64")
@@ -151,6 +153,16 @@ def build_chat(build: Path, layer_site: Path) -> Path:
     return chat
 
 
+def build_sandbox(build: Path) -> Path:
+    """The sandbox function is its handler alone: the runner comes from the layer."""
+    sandbox = build / "sandbox"
+    shutil.rmtree(sandbox, ignore_errors=True)
+    sandbox.mkdir(parents=True)
+    for source in sorted(SANDBOX_SOURCE.glob("*.py")):
+        shutil.copy2(source, sandbox / source.name)
+    return sandbox
+
+
 def zip_dir(source: Path, archive: Path) -> None:
     """Zip source's contents (paths relative to it) with file modes kept (run.sh stays +x)."""
     archive.unlink(missing_ok=True)
@@ -176,9 +188,11 @@ def main(argv: list[str] | None = None) -> int:
 
     layer = build_layer(build)
     chat = build_chat(build, layer / "python")
+    sandbox = build_sandbox(build)
     artifacts = [
         ("agent layer", layer, build / "agent-layer.zip"),
         ("chat function", chat, build / "chat-function.zip"),
+        ("sandbox func.", sandbox, build / "sandbox-function.zip"),
     ]
     for _, directory, archive in artifacts:
         zip_dir(directory, archive)
@@ -188,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     total = 0
     for label, directory, archive in artifacts:
         count, size = tree_size(directory)
-        total += size
+        if directory is not sandbox:  # a separate function: its own 250 MiB with the layer
+            total += size
         zipped = archive.stat().st_size
         print(
             f"{label:<15} {count:>6} {size / MB:>7.1f} MiB {zipped / MB:>6.1f} MiB  {show(archive)}"
