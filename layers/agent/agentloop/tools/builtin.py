@@ -13,6 +13,7 @@ def default_registry() -> ToolRegistry:
     """
     from agentloop.ask_llm import ask_llm_tool
     from agentloop.tools.execute_code import execute_code_tool
+    from agentloop.tools.scrape import scrape_tool
     from agentloop.tools.search import search_web_tool
 
-    return ToolRegistry([search_web_tool(), execute_code_tool(), ask_llm_tool()])
+    return ToolRegistry([search_web_tool(), scrape_tool(), execute_code_tool(), ask_llm_tool()])
