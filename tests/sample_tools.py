@@ -90,3 +90,18 @@ class Unserialisable:
 async def buggy(args: NoArgs, ctx: ToolContext) -> object:
     """Returns something that cannot be rendered (simulates a bug inside the loop)."""
     return Unserialisable()
+
+
+class MarginArgs(BaseModel):
+    margin_s: float = Field(gt=0)
+
+
+@tool(name="until_deadline")
+async def until_deadline(args: MarginArgs, ctx: ToolContext) -> str:
+    """Work until only ``margin_s`` seconds are left before the request's deadline.
+
+    Lets deadline tests use up the time by the deadline's own clock, so they do not
+    depend on how fast the machine is.
+    """
+    await asyncio.sleep(max(0.0, ctx.deadline.remaining() - args.margin_s) + 0.05)
+    return "used up the time"

@@ -25,7 +25,7 @@ from chat_app import ChatService, create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, _validator, iter_sse, parse_sse
-from tests.sample_tools import echo, sleeper
+from tests.sample_tools import echo, sleeper, until_deadline
 
 TOKEN = "al_test-token-123"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -296,14 +296,14 @@ def test_health_models_and_unknown_routes(client: TestClient) -> None:
 
 
 def test_deadline_header_is_honoured(llm: ScriptedLLM) -> None:
-    config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 1.0})
-    llm.script(Reply(tool_calls=[call("sleep", label="x", seconds=1.0)]))
+    config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 3.0})
+    llm.script(Reply(tool_calls=[call("until_deadline", margin_s=2.9)]))
     llm.respond_with(lambda req: Reply(text="Answer before the deadline."))
-    lambda_context = {"request_id": "req-123", "deadline": int((time.time() + 2.3) * 1000)}
-    with TestClient(create_app(make_service([sleeper([])], config=config))) as client:
+    lambda_context = {"request_id": "req-123", "deadline": int((time.time() + 6.0) * 1000)}
+    with TestClient(create_app(make_service([until_deadline], config=config))) as client:
         frames = stream_frames(
             client,
-            {"messages": [USER], "model": "groq:m", "tools": ["sleep"]},
+            {"messages": [USER], "model": "groq:m", "tools": ["until_deadline"]},
             **{"x-amzn-lambda-context": json.dumps(lambda_context)},
         )
     done = frames[-1][1]

@@ -379,18 +379,19 @@ async def test_result_truncation_keeps_head_and_tail(llm: ScriptedLLM, model: st
 
 async def test_deadline_stops_before_a_new_turn(llm: ScriptedLLM, model: str) -> None:
     from agentloop.limits import Deadline
+    from tests.sample_tools import until_deadline
 
-    # 2.3 s to go, 1 s kept for the answer: the first turn runs, then the tool eats the slack.
-    config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 1.0})
-    llm.script(Reply(tool_calls=[call("sleep", label="x", seconds=1.0)]))
+    # 3 s kept for the answer: the first turn runs, then the tool uses up the slack.
+    config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 3.0})
+    llm.script(Reply(tool_calls=[call("until_deadline", margin_s=2.9)]))
     llm.respond_with(lambda req: Reply(text="Answer under time pressure."))
     context = ChatContext(
         config=config,
-        tools=ToolRegistry([sleeper([])]),
-        deadline=Deadline.after(2.3),
+        tools=ToolRegistry([until_deadline]),
+        deadline=Deadline.after(6.0),
     )
 
-    result = await run_chat("Hurry.", model=model, context=context, tools=[sleeper([])])
+    result = await run_chat("Hurry.", model=model, context=context, tools=[until_deadline])
 
     assert result.done.stop_reason == "deadline"
     assert result.done.text.startswith("Answer under time pressure.")
