@@ -36,8 +36,18 @@ schema: $(STAMP) ## write docs/events.schema.json from the event models
 chat: $(STAMP) ## ask the agent once from the terminal: make chat Q="question"
 	$(BIN)/python -m agentloop chat "$(Q)"
 
+# Research jobs, locally and concurrently, the way the worker runs them; results go to
+# AGENTLOOP_RESULTS_DIR (./research-output) or to S3 when AGENTLOOP_RESULTS_BUCKET is set.
+# Exit status: 1 when a job failed or was rejected (the table says why), 2 when JOBS is unusable.
+JOBS ?= examples/jobs.json
+CONCURRENCY ?= 4
+.PHONY: research
+research: $(STAMP) ## run research jobs locally: make research JOBS=examples/jobs.json
+	$(BIN)/python -m agentloop.research "$(JOBS)" --concurrency $(CONCURRENCY)
+
 bench: $(STAMP) ## measured figures, printed as tables (prompt tokens with compaction on/off)
 	$(BIN)/python bench/compaction.py
+	$(BIN)/python bench/research_throughput.py
 
 # Local runs: auth is off unless you set AGENTLOOP_AUTH_MODE (and token hashes) yourself.
 PORT ?= 8000

@@ -117,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         return invoke_http(event, args.timeout)
     if "code" in event:
         return invoke_sandbox(event, args.timeout)
+    if is_schedule_input(event):
+        return invoke_research_schedule(event, args.timeout)
+    if is_sqs_event(event):
+        return invoke_research_worker(event, args.timeout)
     print(f"{args.event}: no function here takes this kind of event", file=sys.stderr)
     return 2
 
@@ -139,6 +143,49 @@ def invoke_sandbox(event: dict[str, Any], timeout_s: float) -> int:
     result = handler(event, _LocalContext(min(timeout_s, 60)))
     print(json.dumps(result, indent=2))
     return 0
+
+
+def is_schedule_input(event: dict[str, Any]) -> bool:
+    """An EventBridge Scheduler target gets the schedule's input: here, jobs or jobs_s3."""
+    return "jobs" in event or "jobs_s3" in event
+
+
+def is_sqs_event(event: dict[str, Any]) -> bool:
+    records = event.get("Records")
+    return bool(records) and all(r.get("eventSource") == "aws:sqs" for r in records)
+
+
+class _ResearchContext(_LocalContext):
+    """What Powertools' Logger.inject_lambda_context reads, besides the remaining time."""
+
+    def __init__(self, timeout_s: float, function_name: str) -> None:
+        super().__init__(timeout_s)
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = 512
+        arn = f"arn:aws:lambda:us-east-1:000000000000:function:{function_name}"
+        self.invoked_function_arn = arn
+        self.aws_request_id = str(uuid.uuid4())
+
+
+def invoke_research_schedule(event: dict[str, Any], timeout_s: float) -> int:
+    """The planner; without AGENTLOOP_RESEARCH_QUEUE_URL it prints the messages it would send."""
+    sys.path.insert(0, str(ROOT / "functions" / "research"))
+    from research_handlers import schedule_handler
+
+    result = schedule_handler(event, _ResearchContext(min(timeout_s, 60), "agentloop-planner"))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def invoke_research_worker(event: dict[str, Any], timeout_s: float) -> int:
+    """The worker; without AGENTLOOP_IDEMPOTENCY_TABLE it runs every message (no dedup)."""
+    sys.path.insert(0, str(ROOT / "functions" / "research"))
+    from research_handlers import worker_handler
+
+    result = worker_handler(event, _ResearchContext(min(timeout_s, 900), "agentloop-worker"))
+    print(json.dumps(result, indent=2))
+    return 1 if result.get("batchItemFailures") else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,214 @@
+"""``python -m agentloop.research JOBS``: run research jobs locally, the worker's way.
+
+Jobs run concurrently (at most ``--concurrency`` at once) through the same
+:class:`~agentloop.research.runner.JobRunner` as the SQS worker, writing to
+``AGENTLOOP_RESULTS_DIR`` (default ``./research-output``) or to S3 when
+``AGENTLOOP_RESULTS_BUCKET`` is set. A progress bar goes to stderr, the summary table to
+stdout.
+
+Exit status: 0 when every job ran and succeeded; 1 when a job was rejected or failed
+(a missing provider key, say - the table says which and why); 2 when the jobs file
+cannot be used at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from agentloop.config import AgentConfig, ConfigurationError
+from agentloop.research.jobs import JobMessage, JobsInputError, Rejection, parse_jobs_text
+from agentloop.research.planner import read_s3_text
+from agentloop.research.runner import JobOutcome, JobRunner
+from agentloop.research.store import LocalResultStore, ResultStore, store_from_env
+
+DEFAULT_CONCURRENCY = 4
+
+
+async def run_jobs(
+    messages: Sequence[JobMessage],
+    runner: JobRunner,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    on_done: Callable[[JobOutcome], None] | None = None,
+) -> list[JobOutcome]:
+    """Run every job, at most ``concurrency`` at once; outcomes in the jobs' order."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(message: JobMessage) -> JobOutcome:
+        async with gate:
+            outcome = await runner.run(message)
+        if on_done is not None:
+            on_done(outcome)
+        return outcome
+
+    return list(await asyncio.gather(*(one(m) for m in messages)))
+
+
+class ProgressBar:
+    """A one-line bar redrawn in place on a terminal; one line per finished job otherwise."""
+
+    def __init__(
+        self,
+        total: int,
+        stream: TextIO,
+        *,
+        width: int = 24,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total = total
+        self.stream = stream
+        self.width = width
+        self.clock = clock
+        self.done = 0
+        self.failed = 0
+        self.started = clock()
+        self.live = bool(getattr(stream, "isatty", lambda: False)())
+
+    def render(self) -> str:
+        filled = self.width * self.done // self.total if self.total else self.width
+        bar = "#" * filled + "." * (self.width - filled)
+        failed = f", {self.failed} failed" if self.failed else ""
+        elapsed = self.clock() - self.started
+        return f"[{bar}] {self.done}/{self.total} jobs{failed}  {elapsed:.1f}s"
+
+    def advance(self, outcome: JobOutcome) -> None:
+        self.done += 1
+        self.failed += outcome.status == "failed"
+        if self.live:
+            self.refresh()
+        else:
+            self.stream.write(f"{self.render()}  {outcome.job_id}: {outcome.stop_reason}\n")
+            self.stream.flush()
+
+    def refresh(self) -> None:
+        if self.live:
+            self.stream.write("\r" + self.render() + "\033[K")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.live:
+            self.refresh()
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection] = ()) -> str:
+    """job, stop reason, tokens, seconds, report (and the error, when there is one)."""
+    header = ["job", "stop reason", "tokens", "seconds", "report"]
+    rows = [
+        [o.job_id, o.stop_reason, f"{o.tokens:,}", f"{o.seconds:.1f}", o.location, o.error or ""]
+        for o in outcomes
+    ]
+    by_job: dict[str, list[Rejection]] = {}
+    for rejection in rejections:
+        by_job.setdefault(rejection.job, []).append(rejection)
+    for job, problems in by_job.items():
+        why = "; ".join(f"{r.field}: {r.message}" for r in problems)
+        rows.append([job, "rejected", "-", "-", "-", why])
+    if any(row[-1] for row in rows):
+        header.append("error")
+    else:
+        rows = [row[:-1] for row in rows]
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
+    numeric = {2, 3}
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            cell.rjust(width) if i in numeric else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=False))
+        ]
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(header), rule, *(line(row) for row in rows)]) + "\n"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m agentloop.research",
+        description="Run research jobs locally, concurrently, the way the SQS worker runs them.",
+    )
+    parser.add_argument("jobs", help="a jobs file: .json (array or {'jobs': [...]}), .jsonl, s3://")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"jobs run at once (default {DEFAULT_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--output", type=Path, help="results folder (default: AGENTLOOP_RESULTS_DIR or S3)"
+    )
+    parser.add_argument("--execution-id", help="recorded with each job (default: local-<time>)")
+    return parser
+
+
+def main(
+    argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = _parser().parse_args(argv)
+    # The table reports each job's failure; log lines would only repeat it between bars.
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "ERROR"), stream=err)
+    if args.concurrency < 1:
+        print("error: --concurrency must be at least 1", file=err)
+        return 2
+    from agentloop.tools.builtin import default_registry
+
+    tools = default_registry()
+    try:
+        config = AgentConfig.from_env()
+        text = _read(args.jobs)
+        parsed = parse_jobs_text(text, name=args.jobs, known_tools=tools.names)
+    except (OSError, JobsInputError, ConfigurationError) as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+    for rejection in parsed.rejections:
+        print(f"rejected: {rejection}", file=err)
+
+    now = datetime.now(UTC)
+    execution_id = args.execution_id or f"local-{now.strftime('%Y%m%dT%H%M%SZ')}"
+    messages = [
+        JobMessage(job=job, execution_id=execution_id, scheduled_time=now) for job in parsed.jobs
+    ]
+    store: ResultStore = LocalResultStore(args.output) if args.output else store_from_env()
+    runner = JobRunner(store=store, config=config, tools=tools)
+    bar = ProgressBar(len(messages), err)
+    outcomes = asyncio.run(_run_with_bar(messages, runner, args.concurrency, bar))
+    out.write("\n" + summary_table(outcomes, parsed.rejections))
+    ok = all(o.status == "succeeded" for o in outcomes) and not parsed.rejections
+    return 0 if ok else 1
+
+
+async def _run_with_bar(
+    messages: Sequence[JobMessage], runner: JobRunner, concurrency: int, bar: ProgressBar
+) -> list[JobOutcome]:
+    async def tick() -> None:
+        while True:
+            bar.refresh()
+            await asyncio.sleep(0.5)
+
+    ticker = asyncio.create_task(tick()) if bar.live else None
+    try:
+        return await run_jobs(messages, runner, concurrency=concurrency, on_done=bar.advance)
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+        bar.close()
+
+
+def _read(source: str) -> str:
+    if source.startswith("s3://"):
+        from agentloop.research.jobs import parse_s3_uri
+
+        return read_s3_text(*parse_s3_uri(source))
+    return Path(source).read_text(encoding="utf-8-sig")

@@ -1,0 +1,345 @@
+"""Research job specs, the schedule's input, and the message one job travels in.
+
+Jobs are checked one by one so that a typo in one job does not stop the others: parsing
+returns the valid jobs and a rejection per problem, naming the job and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+S3_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/\S+\.jsonl?$"
+MAX_PROMPT_CHARS = 20_000
+MAX_JOBS = 1_000
+ReportFormat = Literal["markdown", "json"]
+
+
+class JobsInputError(ValueError):
+    """The schedule's input as a whole is unusable (not a single job's problem)."""
+
+
+class _Strict(BaseModel):
+    # Unknown fields are errors: a misspelt option must not be silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobLimits(_Strict):
+    """Per-job limits; left out, the deployment's defaults apply (and its caps always do)."""
+
+    max_iterations: int | None = Field(default=None, ge=1, le=100)
+    token_budget: int | None = Field(default=None, ge=1_000, le=10_000_000)
+
+
+class JobOutput(_Strict):
+    """What the job leaves in the results store besides what every job writes."""
+
+    formats: list[ReportFormat] = Field(
+        default_factory=lambda: list[ReportFormat](["markdown"]),
+        min_length=1,
+        description="report.md (markdown) and/or report.json (the same facts, structured).",
+    )
+    include_transcript: bool = Field(
+        default=True, description="Write transcript.json with every event of the run."
+    )
+    include_sources: bool = Field(
+        default=True, description="List the pages and search results the tools visited."
+    )
+
+    @field_validator("formats")
+    @classmethod
+    def _distinct(cls, value: list[ReportFormat]) -> list[ReportFormat]:
+        return list(dict.fromkeys(value))
+
+
+class JobSpec(_Strict):
+    """One research question, run on a schedule or locally."""
+
+    id: str = Field(
+        pattern=JOB_ID_PATTERN,
+        description="Names the job's folder: letters, digits, '-' and '_', at most 64.",
+    )
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    title: str | None = Field(default=None, max_length=200, description="The report's heading.")
+    model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="'provider:model'; the deployment's default model when left out.",
+    )
+    tools: list[str] | None = Field(
+        default=None,
+        max_length=32,
+        description="Tool names; the deployment's default tools when left out, none when [].",
+    )
+    limits: JobLimits = Field(default_factory=JobLimits)
+    output: JobOutput = Field(default_factory=JobOutput)
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_has_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the prompt is blank")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _known_provider(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from agentloop.config import ConfigurationError
+        from agentloop.llm.registry import parse_model_spec
+
+        try:
+            parse_model_spec(value)
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        bad = [name for name in value if not re.fullmatch(TOOL_NAME_PATTERN, name)]
+        if bad:
+            raise ValueError(f"not a tool name: {bad}")
+        return list(dict.fromkeys(value))
+
+
+class ScheduleInput(_Strict):
+    """The schedule's input: the jobs (inline or an S3 file) plus the scheduler's context.
+
+    The template's ``Input`` puts the scheduler's context attributes into the JSON; the
+    target receives nothing else.
+    """
+
+    jobs: list[Any] | None = Field(default=None, max_length=MAX_JOBS)
+    jobs_s3: str | None = Field(default=None, pattern=S3_URI_PATTERN)
+    execution_id: str | None = Field(default=None, max_length=128)
+    scheduled_time: AwareDatetime | None = None
+    schedule_arn: str | None = Field(default=None, max_length=2048)
+    attempt_number: int | None = None
+
+    @field_validator("execution_id", "schedule_arn", mode="before")
+    @classmethod
+    def _unsubstituted_is_missing(cls, value: Any) -> Any:
+        # "<aws.scheduler.…>" left as is: the input did not come through the scheduler.
+        if isinstance(value, str) and (value.startswith("<aws.scheduler.") or not value.strip()):
+            return None
+        return value
+
+    @field_validator("scheduled_time", mode="before")
+    @classmethod
+    def _unsubstituted_time(cls, value: Any) -> Any:
+        if isinstance(value, str) and (value.startswith("<aws.scheduler.") or not value.strip()):
+            return None
+        return value
+
+    @field_validator("attempt_number", mode="before")
+    @classmethod
+    def _unsubstituted_attempt(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("<aws.scheduler."):
+            return None
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ScheduleInput:
+        if (self.jobs is None) == (self.jobs_s3 is None):
+            raise ValueError('give either "jobs" (a list of jobs) or "jobs_s3" (s3://bucket/key)')
+        return self
+
+
+class JobMessage(_Strict):
+    """One SQS message: a job and the schedule execution it belongs to."""
+
+    job: JobSpec
+    execution_id: str = Field(min_length=1, max_length=128)
+    scheduled_time: AwareDatetime
+    schedule_arn: str | None = None
+
+    @property
+    def date(self) -> str:
+        """The results folder's date: the scheduled day (UTC), so retries land beside it."""
+        return self.scheduled_time.astimezone(UTC).strftime("%Y-%m-%d")
+
+    @property
+    def prefix(self) -> str:
+        return f"research/{self.date}/{self.job.id}/"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """One problem with one job: which job (its id, or its position), which field, what."""
+
+    job: str
+    index: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.job}: {self.field}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "index": self.index, "field": self.field, "message": self.message}
+
+
+@dataclass
+class ParsedJobs:
+    jobs: list[JobSpec] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+
+    @property
+    def rejected_jobs(self) -> list[str]:
+        return list(dict.fromkeys(r.job for r in self.rejections))
+
+
+def parse_jobs(
+    items: Sequence[Any],
+    *,
+    known_tools: Collection[str] | None = None,
+    labels: Sequence[str] | None = None,
+) -> ParsedJobs:
+    """Validate each job on its own; duplicates of an id are all rejected (which one was meant?).
+
+    ``known_tools``, when given, turns an unknown tool name into a rejection now rather
+    than a failed run (and three retries) later. ``labels`` name jobs that have no usable
+    id (default ``#<index>``; JSON Lines use ``line <n>``).
+    """
+    result = ParsedJobs()
+    valid: list[tuple[int, JobSpec]] = []
+    for index, item in enumerate(items):
+        label = _label(item, index, labels)
+        if isinstance(item, _BadLine):
+            result.rejections.append(
+                Rejection(label, index, "(json)", f"not valid JSON: {item.msg}")
+            )
+            continue
+        if not isinstance(item, dict):
+            kind = _json_type(item)
+            result.rejections.append(
+                Rejection(label, index, "(job)", f"a job must be a JSON object, not {kind}")
+            )
+            continue
+        try:
+            spec = JobSpec.model_validate(item)
+        except ValidationError as exc:
+            result.rejections.extend(
+                Rejection(label, index, _loc(err["loc"]), err["msg"]) for err in exc.errors()
+            )
+            continue
+        unknown = [t for t in spec.tools or [] if known_tools is not None and t not in known_tools]
+        if unknown:
+            available = ", ".join(sorted(known_tools or ())) or "none"
+            result.rejections.append(
+                Rejection(
+                    label, index, "tools", f"unknown tool(s) {unknown}; available: {available}"
+                )
+            )
+            continue
+        valid.append((index, spec))
+
+    positions: dict[str, list[int]] = {}
+    for index, spec in valid:
+        positions.setdefault(spec.id, []).append(index)
+    for index, spec in valid:
+        where = positions[spec.id]
+        if len(where) > 1:
+            others = ", ".join(_position(i, labels) for i in where if i != index)
+            message = f"duplicate id {spec.id!r}: also used by {others}"
+            result.rejections.append(Rejection(spec.id, index, "id", message))
+        else:
+            result.jobs.append(spec)
+    result.rejections.sort(key=lambda r: r.index)
+    return result
+
+
+def parse_jobs_text(
+    text: str, *, name: str, known_tools: Collection[str] | None = None
+) -> ParsedJobs:
+    """A jobs file: ``.jsonl`` has one job per line; ``.json`` an array or ``{"jobs": [...]}``."""
+    if name.endswith(".jsonl"):
+        items: list[Any] = []
+        labels: list[str] = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                items.append(_BadLine(exc.msg))  # keeps the later jobs' positions
+            labels.append(f"line {number}")
+        if len(items) > MAX_JOBS:
+            raise JobsInputError(f"{name} holds {len(items)} jobs; at most {MAX_JOBS} per schedule")
+        return parse_jobs(items, known_tools=known_tools, labels=labels)
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JobsInputError(f"{name} is not valid JSON: {exc}") from None
+    if isinstance(document, dict) and isinstance(document.get("jobs"), list):
+        document = document["jobs"]
+    if not isinstance(document, list):
+        raise JobsInputError(f'{name} must hold a JSON array of jobs or {{"jobs": [...]}}')
+    if len(document) > MAX_JOBS:
+        raise JobsInputError(f"{name} holds {len(document)} jobs; at most {MAX_JOBS} per schedule")
+    return parse_jobs(document, known_tools=known_tools)
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key`` -> ``(bucket, key)``."""
+    if not re.fullmatch(S3_URI_PATTERN, uri):
+        raise JobsInputError(f"not an s3://bucket/key.json|.jsonl location: {uri!r}")
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class _BadLine:
+    msg: str
+
+
+def _label(item: Any, index: int, labels: Sequence[str] | None) -> str:
+    if isinstance(item, dict):
+        job_id = item.get("id")
+        if isinstance(job_id, str) and re.fullmatch(JOB_ID_PATTERN, job_id):
+            return job_id
+    return _position(index, labels)
+
+
+def _position(index: int, labels: Sequence[str] | None) -> str:
+    return labels[index] if labels is not None else f"#{index}"
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(job)"
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null" if value is None else type(value).__name__

@@ -1,0 +1,257 @@
+"""What a finished job leaves behind: the report (markdown and/or JSON) and the transcript.
+
+Sources are read back from the run's tool events, not from the model's answer: the
+pages ``scrape`` was asked to read, and the results ``search_web`` returned, at every
+depth (sub-agents included). The model's own citations are in the answer itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from agentloop.events import (
+    Done,
+    ErrorEvent,
+    Event,
+    ModelSwitched,
+    RunStart,
+    ToolCallResult,
+    ToolCallStart,
+)
+from agentloop.research.jobs import JobMessage
+
+SourceKind = Literal["read", "search"]
+
+
+@dataclass
+class Source:
+    url: str
+    kind: SourceKind
+    title: str | None = None
+    ok: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "kind": self.kind, "title": self.title, "ok": self.ok}
+
+
+@dataclass
+class RunFacts:
+    """Everything the report says about one run, gathered from its events."""
+
+    message: JobMessage
+    events: Sequence[Event]
+    started_at: datetime
+    finished_at: datetime
+    seconds: float
+    done: Done | None = None
+    model: str | None = None
+    switches: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    attempt: int | None = None
+
+    @classmethod
+    def gather(
+        cls,
+        message: JobMessage,
+        events: Sequence[Event],
+        *,
+        started_at: datetime,
+        finished_at: datetime,
+        seconds: float,
+        attempt: int | None = None,
+    ) -> RunFacts:
+        facts = cls(message, events, started_at, finished_at, seconds, attempt=attempt)
+        for event in events:
+            if isinstance(event, RunStart) and event.depth == 0:
+                facts.model = event.model
+            elif isinstance(event, ModelSwitched) and event.depth == 0:
+                facts.switches.append(f"{event.from_model} -> {event.to_model} ({event.reason})")
+            elif isinstance(event, ErrorEvent):
+                facts.errors.append(f"{event.code}: {event.message}")
+            elif isinstance(event, Done) and event.depth == 0:
+                facts.done = event
+        facts.sources = collect_sources(events)
+        return facts
+
+    @property
+    def tokens(self) -> int:
+        return self.done.usage.total_tokens if self.done else 0
+
+
+def collect_sources(events: Sequence[Event]) -> list[Source]:
+    """Pages read (``scrape``) first, then search results; each URL once."""
+    read: dict[str, Source] = {}
+    found: dict[str, Source] = {}
+    starts = {e.call_id: e for e in events if isinstance(e, ToolCallStart)}
+    for event in events:
+        if not isinstance(event, ToolCallResult):
+            continue
+        if event.name == "scrape":
+            start = starts.get(event.call_id)
+            url = _argument(start.arguments, "url") if start else None
+            result = _result(event.content) if event.ok else None
+            if isinstance(result, dict):
+                url = _str(result.get("final_url")) or _str(result.get("url")) or url
+            if url and url not in read:
+                title = _str(result.get("title")) if isinstance(result, dict) else None
+                read[url] = Source(url, "read", title, ok=event.ok)
+        elif event.name == "search_web" and event.ok:
+            result = _result(event.content)
+            hits = result.get("results") if isinstance(result, dict) else None
+            for hit in hits if isinstance(hits, list) else []:
+                url = _str(hit.get("url")) if isinstance(hit, dict) else None
+                if url and url not in found:
+                    found[url] = Source(url, "search", _str(hit.get("title")))
+    return list(read.values()) + [s for url, s in found.items() if url not in read]
+
+
+def render_markdown(facts: RunFacts) -> str:
+    """report.md: the answer first, then the sources and how the run went."""
+    job = facts.message.job
+    done = facts.done
+    lines = [f"# {_one_line(job.title or job.id)}", ""]
+    lines += [(done.text if done else "").strip() or "_(no answer)_", ""]
+    if job.output.include_sources:
+        lines += ["## Sources", ""]
+        read = [s for s in facts.sources if s.kind == "read"]
+        found = [s for s in facts.sources if s.kind == "search"]
+        if not facts.sources:
+            lines += ["No tool visited a web page in this run.", ""]
+        if read:
+            lines += ["Pages read:", ""]
+            lines += [_source_line(s) for s in read] + [""]
+        if found:
+            lines += ["Search results seen:", ""]
+            lines += [_source_line(s) for s in found] + [""]
+    lines += ["## Run", "", "| | |", "| --- | --- |"]
+    for name, value in _run_rows(facts):
+        lines.append(f"| {name} | {_cell(value)} |")
+    lines += ["", "## Prompt", ""]
+    lines += [f"> {line}" if line else ">" for line in job.prompt.strip().splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def report_json(facts: RunFacts) -> dict[str, Any]:
+    """report.json: the same facts for programs."""
+    done = facts.done
+    return {
+        "job": facts.message.job.model_dump(mode="json"),
+        "execution_id": facts.message.execution_id,
+        "scheduled_time": facts.message.scheduled_time.isoformat(),
+        "answer": done.text if done else None,
+        "stop_reason": done.stop_reason if done else None,
+        "iterations": done.iterations if done else 0,
+        "usage": done.usage.model_dump() if done else None,
+        "model": facts.model,
+        "model_switches": facts.switches,
+        "errors": facts.errors,
+        "sources": [s.as_dict() for s in facts.sources]
+        if facts.message.job.output.include_sources
+        else None,
+        "started_at": facts.started_at.isoformat(),
+        "finished_at": facts.finished_at.isoformat(),
+        "seconds": round(facts.seconds, 3),
+        "attempt": facts.attempt,
+    }
+
+
+def transcript_json(facts: RunFacts) -> dict[str, Any]:
+    """transcript.json: every event of the run, as sent on the wire, with what ran."""
+    return {
+        "job_id": facts.message.job.id,
+        "execution_id": facts.message.execution_id,
+        "scheduled_time": facts.message.scheduled_time.isoformat(),
+        "started_at": facts.started_at.isoformat(),
+        "finished_at": facts.finished_at.isoformat(),
+        "events": [json.loads(event.model_dump_json()) for event in facts.events],
+    }
+
+
+def failure_json(facts: RunFacts, error: str) -> dict[str, Any]:
+    """failure.json: why the attempt failed and the partial transcript, before it is retried."""
+    done = facts.done
+    return {
+        "job_id": facts.message.job.id,
+        "execution_id": facts.message.execution_id,
+        "scheduled_time": facts.message.scheduled_time.isoformat(),
+        "attempt": facts.attempt,
+        "error": error,
+        "errors": facts.errors,
+        "stop_reason": done.stop_reason if done else None,
+        "model": facts.model,
+        "started_at": facts.started_at.isoformat(),
+        "failed_at": facts.finished_at.isoformat(),
+        "seconds": round(facts.seconds, 3),
+        "job": facts.message.job.model_dump(mode="json"),
+        "events": [json.loads(event.model_dump_json()) for event in facts.events],
+    }
+
+
+def _run_rows(facts: RunFacts) -> list[tuple[str, str]]:
+    done = facts.done
+    usage = done.usage if done else None
+    rows = [
+        ("model", facts.model or facts.message.job.model or "(default)"),
+        ("stop reason", done.stop_reason if done else "(none)"),
+        ("iterations", str(done.iterations if done else 0)),
+    ]
+    if usage is not None:
+        rows.append(
+            (
+                "tokens",
+                f"{usage.total_tokens:,} ({usage.prompt_tokens:,} prompt, "
+                f"{usage.completion_tokens:,} completion, {usage.cached_tokens:,} cached)",
+            )
+        )
+    rows += [(f"model switch {i + 1}", s) for i, s in enumerate(facts.switches)]
+    rows += [("error", e) for e in facts.errors]
+    rows += [
+        ("started", facts.started_at.isoformat(timespec="seconds")),
+        ("finished", facts.finished_at.isoformat(timespec="seconds")),
+        ("duration", f"{facts.seconds:.1f} s"),
+        ("scheduled", facts.message.scheduled_time.isoformat(timespec="seconds")),
+        ("execution id", facts.message.execution_id),
+    ]
+    if facts.attempt is not None:
+        rows.append(("attempt", str(facts.attempt)))
+    return rows
+
+
+def _source_line(source: Source) -> str:
+    title = _one_line(source.title) if source.title else ""
+    label = f"{title} " if title else ""
+    failed = " (could not be read)" if not source.ok else ""
+    return f"- {label}<{source.url}>{failed}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()).replace("[", "\\[").replace("]", "\\]")
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _argument(arguments: str, name: str) -> str | None:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return None
+    return _str(value.get(name)) if isinstance(value, dict) else None
+
+
+def _result(content: str) -> Any:
+    try:
+        envelope = json.loads(content)
+    except ValueError:
+        return None
+    return envelope.get("result") if isinstance(envelope, dict) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

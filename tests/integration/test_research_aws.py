@@ -1,0 +1,369 @@
+"""The research functions on moto (S3, SQS, DynamoDB) with the scripted model.
+
+The planner and the worker are called through their handlers, as Lambda calls them;
+messages are read back from the moto queue and results from the moto bucket. Jobs run in
+one batch, so replies are routed by the job's prompt rather than by order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from agentloop.config import ConfigurationError
+from agentloop.research.jobs import JobMessage
+from agentloop.research.store import LocalResultStore
+from agentloop.research.worker import IDEMPOTENCY_KEY_PREFIX, ResearchWorker
+from agentloop.tools.registry import ToolRegistry
+from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM
+
+BUCKET = "agentloop-results-test"
+TABLE = "agentloop-idempotency-test"
+EXECUTION = "d32c5kddcf5bb8c3"
+SCHEDULED = "2025-06-02T06:00:00Z"
+PREFIX = "research/2025-06-02/"
+
+
+@dataclass
+class FakeContext:
+    """The parts of the Lambda context the handlers and Powertools read."""
+
+    function_name: str = "agentloop-research"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:agentloop-research"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    remaining_ms: int = 120_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@dataclass
+class Aws:
+    s3: Any
+    sqs: Any
+    dynamodb: Any
+    queue_url: str
+    queue_arn: str
+
+    def read(self, key: str) -> str:
+        body = self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+        return body.decode()
+
+    def stored(self) -> list[str]:
+        listing = self.s3.list_objects_v2(Bucket=BUCKET, Prefix="research/")
+        return sorted(obj["Key"] for obj in listing.get("Contents", []))
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Every message on the queue, as SQS records of a Lambda event."""
+        records: list[dict[str, Any]] = []
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not got:
+                return records
+            records += [self.record(m) for m in got]
+
+    def record(self, message: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": message.get("Attributes", {}),
+            "messageAttributes": {},
+            "md5OfBody": message["MD5OfBody"],
+            "eventSource": "aws:sqs",
+            "eventSourceARN": self.queue_arn,
+            "awsRegion": "us-east-1",
+        }
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> Iterator[Aws]:
+    import boto3
+    from moto import mock_aws
+
+    import research_handlers
+
+    for name, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AGENTLOOP_DEADLINE_RESERVE_S": "0",
+        "AGENTLOOP_FINAL_ANSWER_RESERVE": "0",
+        "AGENTLOOP_RETRY_BASE_DELAY_S": "0.01",
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AGENTLOOP_SECRET_ID"):
+        monkeypatch.delenv(name, raising=False)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        sqs = boto3.client("sqs")
+        dlq = sqs.create_queue(QueueName="research-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])
+        redrive = {"deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"], "maxReceiveCount": 3}
+        queue_url = sqs.create_queue(
+            QueueName="research-jobs", Attributes={"RedrivePolicy": json.dumps(redrive)}
+        )["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+        dynamodb = boto3.client("dynamodb")
+        dynamodb.create_table(
+            TableName=TABLE,
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        monkeypatch.setenv("AGENTLOOP_RESULTS_BUCKET", BUCKET)
+        monkeypatch.setenv("AGENTLOOP_IDEMPOTENCY_TABLE", TABLE)
+        monkeypatch.setenv("AGENTLOOP_RESEARCH_QUEUE_URL", queue_url)
+        research_handlers.worker.cache_clear()  # a fresh worker on this test's moto clients
+        try:
+            yield Aws(s3, sqs, dynamodb, queue_url, queue_arn["Attributes"]["QueueArn"])
+        finally:
+            if research_handlers.worker.cache_info().currsize:
+                research_handlers.worker().close()
+            research_handlers.worker.cache_clear()
+
+
+def job(job_id: str, prompt: str | None = None, **fields: Any) -> dict[str, Any]:
+    return {"id": job_id, "prompt": prompt or f"Research question {job_id}?", **fields}
+
+
+def schedule(*jobs: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"jobs": list(jobs), "execution_id": EXECUTION, "scheduled_time": SCHEDULED, **extra}
+
+
+def by_prompt(routes: dict[str, Reply], default: Callable[[str], Reply]) -> Callable[..., Reply]:
+    """A responder answering each job by its prompt (the user message)."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        prompt = next(m["content"] for m in request.messages if m["role"] == "user")
+        return routes.get(prompt) or default(prompt)
+
+    return respond
+
+
+def answer_for(prompt: str) -> Reply:
+    return Reply(text=f"Answer to: {prompt}", usage=(40, 10))
+
+
+def plan_and_run(aws: Aws, event: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list]:
+    from research_handlers import schedule_handler, worker_handler
+
+    summary = schedule_handler(event, FakeContext())
+    records = aws.drain()
+    response = worker_handler({"Records": records}, FakeContext())
+    return summary, response, records
+
+
+def prompts_sent(llm: ScriptedLLM) -> list[str]:
+    return [next(m["content"] for m in r.messages if m["role"] == "user") for r in llm.requests]
+
+
+# -- the planner ------------------------------------------------------------------------------
+
+
+def test_a_schedule_of_n_jobs_fans_out_to_n_messages(aws: Aws) -> None:
+    from research_handlers import schedule_handler
+
+    jobs = [job(f"job-{i:02d}") for i in range(23)]  # three SendMessageBatch calls
+
+    summary = schedule_handler(schedule(*jobs), FakeContext())
+
+    assert summary["queued"] == 23
+    assert summary["rejected"] == []
+    assert summary["dry_run"] is False
+    messages = [JobMessage.model_validate_json(r["body"]) for r in aws.drain()]
+    assert sorted(m.job.id for m in messages) == [j["id"] for j in jobs]
+    assert {m.execution_id for m in messages} == {EXECUTION}
+    assert {m.scheduled_time.isoformat() for m in messages} == {"2025-06-02T06:00:00+00:00"}
+    assert messages[0].job.prompt.startswith("Research question job-")
+
+
+def test_a_manual_invocation_uses_the_request_id_as_execution_id(aws: Aws) -> None:
+    from research_handlers import schedule_handler
+
+    context = FakeContext(aws_request_id="req-123")
+    event = {"jobs": [job("one")], "execution_id": "<aws.scheduler.execution-id>"}
+
+    summary = schedule_handler(event, context)
+
+    assert summary["execution_id"] == "manual-req-123"
+    [record] = aws.drain()
+    assert JobMessage.model_validate_json(record["body"]).execution_id == "manual-req-123"
+
+
+def test_an_invalid_job_is_reported_and_the_valid_ones_run(aws: Aws, llm: ScriptedLLM) -> None:
+    llm.respond_with(by_prompt({}, answer_for))
+    event = schedule(
+        job("first"),
+        {"id": "not a slug!", "prompt": "x", "limits": {"max_iterations": 0}},
+        job("third", tools=["no_such_tool"]),
+        job("fourth"),
+    )
+
+    summary, response, records = plan_and_run(aws, event)
+
+    assert summary["queued"] == 2
+    assert summary["jobs"] == ["first", "fourth"]
+    rejected = {(r["job"], r["field"]) for r in summary["rejected"]}
+    assert rejected == {("#1", "id"), ("#1", "limits.max_iterations"), ("third", "tools")}
+    assert response == {"batchItemFailures": []}
+    assert len(records) == 2
+    assert aws.stored() == [
+        f"{PREFIX}first/report.md",
+        f"{PREFIX}first/transcript.json",
+        f"{PREFIX}fourth/report.md",
+        f"{PREFIX}fourth/transcript.json",
+    ]
+
+
+def test_jobs_from_an_s3_json_lines_file(aws: Aws, llm: ScriptedLLM) -> None:
+    from research_handlers import schedule_handler
+
+    lines = [json.dumps(job("alpha")), "", "{not json", json.dumps(job("beta", model="groq:m"))]
+    aws.s3.put_object(Bucket=BUCKET, Key="jobs/nightly.jsonl", Body="\n".join(lines).encode())
+    event = {"jobs_s3": f"s3://{BUCKET}/jobs/nightly.jsonl", "execution_id": EXECUTION}
+
+    summary = schedule_handler(event, FakeContext())
+
+    assert summary["source"] == f"s3://{BUCKET}/jobs/nightly.jsonl"
+    assert summary["jobs"] == ["alpha", "beta"]
+    [rejection] = summary["rejected"]
+    assert (rejection["job"], rejection["field"]) == ("line 3", "(json)")
+    messages = [JobMessage.model_validate_json(r["body"]) for r in aws.drain()]
+    assert sorted(m.job.id for m in messages) == ["alpha", "beta"]
+
+
+def test_an_unusable_schedule_input_fails_the_planner(aws: Aws) -> None:
+    from agentloop.research.jobs import JobsInputError
+    from research_handlers import schedule_handler
+
+    with pytest.raises(JobsInputError, match="either"):
+        schedule_handler({"execution_id": EXECUTION}, FakeContext())
+    assert aws.drain() == []
+
+
+# -- the worker -------------------------------------------------------------------------------
+
+
+def test_the_worker_writes_a_report_and_a_transcript_per_job(
+    aws: Aws, llm: ScriptedLLM, model: str
+) -> None:
+    llm.respond_with(by_prompt({}, answer_for))
+    jobs = [job(f"topic-{i}", title=f"Topic {i}", model=model) for i in range(3)]
+
+    _, response, _ = plan_and_run(aws, schedule(*jobs))
+
+    assert response == {"batchItemFailures": []}
+    for spec in jobs:
+        report = aws.read(f"{PREFIX}{spec['id']}/report.md")
+        assert report.startswith(f"# {spec['title']}\n\nAnswer to: {spec['prompt']}")
+        assert "| stop reason | completed |" in report
+        assert f"| model | {model} |" in report
+        assert "| tokens | 50 (40 prompt, 10 completion, 0 cached) |" in report
+        assert f"| execution id | {EXECUTION} |" in report
+        transcript = json.loads(aws.read(f"{PREFIX}{spec['id']}/transcript.json"))
+        kinds = [e["type"] for e in transcript["events"]]
+        assert kinds[0] == "run_start"
+        assert kinds[-1] == "done"
+        assert transcript["events"][-1]["text"] == f"Answer to: {spec['prompt']}"
+        assert transcript["execution_id"] == EXECUTION
+
+
+def test_one_failing_job_is_a_batch_item_failure_and_the_others_succeed(
+    aws: Aws, llm: ScriptedLLM
+) -> None:
+    bad_prompt = "This one has a revoked key."
+    llm.respond_with(by_prompt({bad_prompt: Reply(status=401)}, answer_for))
+    jobs = [job("good-1"), job("bad", bad_prompt), job("good-2")]
+
+    _, response, records = plan_and_run(aws, schedule(*jobs))
+
+    bad_record = next(r for r in records if json.loads(r["body"])["job"]["id"] == "bad")
+    assert response == {"batchItemFailures": [{"itemIdentifier": bad_record["messageId"]}]}
+    assert prompts_sent(llm).count(bad_prompt) == 1  # a 401 is not retried
+    failure = json.loads(aws.read(f"{PREFIX}bad/failure.json"))
+    assert failure["job_id"] == "bad"
+    assert failure["execution_id"] == EXECUTION
+    assert "GROQ_API_KEY" in failure["error"]
+    assert failure["attempt"] == 1
+    assert failure["events"][0]["type"] == "run_start"
+    assert failure["events"][-1]["stop_reason"] == "error"
+    assert f"{PREFIX}bad/report.md" not in aws.stored()
+    for good in ("good-1", "good-2"):
+        assert "| stop reason | completed |" in aws.read(f"{PREFIX}{good}/report.md")
+
+
+def test_a_redelivered_finished_job_does_not_call_the_model_again(
+    aws: Aws, llm: ScriptedLLM
+) -> None:
+    from research_handlers import worker_handler
+
+    bad_prompt = "Fails every time."
+    llm.respond_with(by_prompt({bad_prompt: Reply(status=401)}, answer_for))
+    _, first, records = plan_and_run(aws, schedule(job("done-once"), job("retry-me", bad_prompt)))
+    assert len(first["batchItemFailures"]) == 1
+    calls = len(llm.requests)
+
+    # SQS delivers both again (say the batch's visibility timeout ran out).
+    again = worker_handler({"Records": records}, FakeContext())
+
+    assert len(llm.requests) == calls + 1  # only the failed job ran again
+    assert prompts_sent(llm)[calls:] == [bad_prompt]
+    assert again == first
+    item = aws.dynamodb.scan(TableName=TABLE)["Items"]
+    statuses = {i["id"]["S"]: i["status"]["S"] for i in item}
+    assert statuses == {idempotency_key("done-once", EXECUTION): "COMPLETED"}
+
+
+def test_the_idempotency_key_is_exactly_job_id_and_execution_id(aws: Aws, llm: ScriptedLLM) -> None:
+    from research_handlers import schedule_handler, worker_handler
+
+    llm.respond_with(by_prompt({}, answer_for))
+    plan_and_run(aws, schedule(job("nightly")))
+    assert len(llm.requests) == 1
+
+    # Same job, same execution, different wording: still the same run.
+    schedule_handler(schedule(job("nightly", "Reworded question?")), FakeContext())
+    worker_handler({"Records": aws.drain()}, FakeContext())
+    assert len(llm.requests) == 1
+
+    # The next scheduled run (a new execution id) runs it again.
+    schedule_handler(schedule(job("nightly"), execution_id="e2e2e2e2"), FakeContext())
+    worker_handler({"Records": aws.drain()}, FakeContext())
+    assert len(llm.requests) == 2
+    keys = {i["id"]["S"] for i in aws.dynamodb.scan(TableName=TABLE)["Items"]}
+    assert keys == {idempotency_key("nightly", EXECUTION), idempotency_key("nightly", "e2e2e2e2")}
+
+
+def idempotency_key(job_id: str, execution_id: str) -> str:
+    digest = hashlib.md5(json.dumps([job_id, execution_id], sort_keys=True).encode()).hexdigest()
+    return f"{IDEMPOTENCY_KEY_PREFIX}#{digest}"
+
+
+def test_a_malformed_message_is_a_batch_item_failure(aws: Aws, llm: ScriptedLLM) -> None:
+    from research_handlers import worker_handler
+
+    llm.respond_with(by_prompt({}, answer_for))
+    aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody='{"job": {"id": "x"}}')
+    [record] = aws.drain()
+
+    response = worker_handler({"Records": [record]}, FakeContext())
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+    assert llm.requests == []
+
+
+def test_on_lambda_the_worker_refuses_to_run_without_the_table(tmp_path: Any) -> None:
+    env = {"AWS_LAMBDA_FUNCTION_NAME": "agentloop-research-worker"}
+    with pytest.raises(ConfigurationError, match="AGENTLOOP_IDEMPOTENCY_TABLE"):
+        ResearchWorker.from_env(env, tools=ToolRegistry(), store=LocalResultStore(tmp_path))
