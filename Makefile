@@ -18,8 +18,34 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install the project with its dev tools
 
-test: $(STAMP) ## run every test
+test: $(STAMP) chromium ## run every test (the browser tests need Chromium: installed as root)
 	$(BIN)/python -m pytest
+
+# ---- browser tests: tests/e2e drive Debian's Chromium through Playwright for Python --------
+# Playwright's own browser download is never used; Chromium comes from Debian's packages
+# (about 480 MB installed). Missing, it is installed when running as root, else make stops
+# and says what to install. CHROMIUM is read by the tests too.
+CHROMIUM ?= /usr/bin/chromium
+export CHROMIUM
+.PHONY: chromium screenshot
+
+chromium: ## make sure Chromium is there for the browser tests (apt-get install as root)
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests (apt-get, about 480 MB)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+	      >/dev/null || exit 1; \
+	  fi; \
+	  if [ ! -x "$(CHROMIUM)" ]; then \
+	    echo "error: the browser tests (tests/e2e) need Chromium at $(CHROMIUM)." >&2; \
+	    echo "  On Debian: sudo apt-get install chromium   (then run make test again)" >&2; \
+	    echo "  Elsewhere: make test CHROMIUM=/path/to/chromium" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+screenshot: $(STAMP) chromium ## write docs/chat-page.png (the chat page, scripted model, Chromium)
+	$(BIN)/python -m tests.e2e.screenshot docs/chat-page.png
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy --strict on the library
 	$(BIN)/ruff check .

@@ -1,7 +1,8 @@
 """Build the Lambda artifacts for python3.13 / arm64 without Docker (`make package`).
 
     build/layer/python/   layers/agent/requirements.txt + the agentloop package
-    build/chat/           functions/chat/*.py + run.sh + the chat requirements the layer lacks
+    build/chat/           functions/chat/*.py + run.sh + static/ (the chat page) + the chat
+                          requirements the layer lacks
     build/sandbox/        functions/sandbox/*.py (the runner is in the layer)
     build/agent-layer.zip, build/chat-function.zip, build/sandbox-function.zip
 
@@ -138,6 +139,7 @@ def build_chat(build: Path, layer_site: Path) -> Path:
     for source in [*sorted(CHAT_SOURCE.glob("*.py")), CHAT_SOURCE / "run.sh"]:
         shutil.copy2(source, chat / source.name)
     (chat / "run.sh").chmod(0o755)
+    shutil.copytree(CHAT_SOURCE / "static", chat / "static")
 
     provided = distributions(layer_site)
     constraints = build / "layer-constraints.txt"

@@ -15,13 +15,15 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
 from agentloop.auth import AuthError, AuthMode, auth_mode_from_env, bearer_auth_from_env
@@ -322,6 +324,25 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+# The page runs only its own script and styles; connect-src stays open because the endpoint
+# setting may point at another origin (a deployed Function URL).
+_PAGE_HEADERS = {
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; connect-src *; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'",
+    "referrer-policy": "no-referrer",
+    "x-content-type-options": "nosniff",
+    "cache-control": "no-cache",
+}
+
+
+async def index(request: Request) -> Response:
+    """``GET /``: the reference chat page (static; it asks for the token itself)."""
+    return FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
+
+
 async def not_found(request: Request, exc: Exception) -> Response:
     return error_response(HttpError(404, "not_found", f"no route for {request.url.path}"))
 
@@ -373,6 +394,8 @@ def create_app(
             Route("/chat", chat, methods=["POST"]),
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
+            Route("/", index, methods=["GET"]),
+            Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],
         middleware=middleware,
         exception_handlers={404: not_found, 405: method_not_allowed, 500: internal_error},

@@ -1,0 +1,1172 @@
+// agentloop reference chat page: POST /chat, read the SSE stream, render it.
+//
+// No dependencies and no build step. Untrusted text (the model's answer, tool arguments and
+// results, error messages) only ever reaches the page as text nodes: the markdown renderer
+// below builds DOM nodes itself and never assigns HTML strings.
+"use strict";
+
+(() => {
+  // ---- small DOM helpers ------------------------------------------------------------------
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "dataset") Object.assign(node.dataset, value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children) {
+      if (child === undefined || child === null) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  const number = new Intl.NumberFormat("en");
+
+  function formatDuration(ms) {
+    if (ms < 1000) return `${Math.round(ms)} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+    return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
+  }
+
+  // ---- markdown -----------------------------------------------------------------------------
+  // Paragraphs, headings, lists (nested), block quotes, fenced code, rules, tables; inline
+  // code, bold, italic, strikethrough, links and bare URLs. Output is DOM nodes only.
+
+  const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)/;
+  const HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
+  const RULE = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
+  const QUOTE = /^ {0,3}> ?(.*)$/;
+  const LIST_ITEM = /^( *)([-*+]|\d{1,9}[.)])(?:([ \t]+)(.*)|$)/;
+  const TABLE_SEP = /^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$/;
+  const ESCAPABLE = "\\`*_{}[]()#+-.!~>|<";
+
+  function indentOf(line) {
+    let width = 0;
+    for (const ch of line) {
+      if (ch === " ") width += 1;
+      else if (ch === "\t") width += 4 - (width % 4);
+      else break;
+    }
+    return width;
+  }
+
+  function dedent(line, amount) {
+    let i = 0;
+    let width = 0;
+    while (i < line.length && width < amount && (line[i] === " " || line[i] === "\t")) {
+      width += line[i] === "\t" ? 4 - (width % 4) : 1;
+      i += 1;
+    }
+    return line.slice(i);
+  }
+
+  function listMarker(line) {
+    const m = LIST_ITEM.exec(line);
+    if (!m || m[1].length > 3) return null;
+    if (RULE.test(line)) return null;
+    const ordered = /\d/.test(m[2]);
+    const content = m[4] || "";
+    const gap = m[3] ? Math.min(indentOf(m[3]), 4) : 1;
+    return {
+      ordered,
+      start: ordered ? parseInt(m[2], 10) : 1,
+      indent: m[1].length,
+      width: m[1].length + m[2].length + gap,
+      content,
+    };
+  }
+
+  function isTableStart(lines, i) {
+    return (
+      lines[i].includes("|") &&
+      i + 1 < lines.length &&
+      lines[i + 1].includes("-") &&
+      TABLE_SEP.test(lines[i + 1])
+    );
+  }
+
+  function startsBlock(lines, i) {
+    const line = lines[i];
+    return (
+      FENCE.test(line) ||
+      HEADING.test(line) ||
+      RULE.test(line) ||
+      QUOTE.test(line) ||
+      listMarker(line) !== null ||
+      isTableStart(lines, i)
+    );
+  }
+
+  function renderMarkdown(source, parent) {
+    const lines = String(source).replace(/\r\n?/g, "\n").split("\n");
+    renderBlocks(lines, parent);
+    return parent;
+  }
+
+  function renderBlocks(lines, parent) {
+    let i = 0;
+    while (i < lines.length) {
+      const line = lines[i];
+      if (!line.trim()) {
+        i += 1;
+        continue;
+      }
+      let m = FENCE.exec(line);
+      if (m) {
+        const fence = m[1];
+        const body = [];
+        const indent = indentOf(line);
+        i += 1;
+        // An unclosed fence runs to the end: that is how a code block looks mid-stream.
+        while (i < lines.length && !isClosingFence(lines[i], fence)) {
+          body.push(dedent(lines[i], indent));
+          i += 1;
+        }
+        if (i >= lines.length && body.length && !body[body.length - 1].trim()) body.pop();
+        i += 1;
+        const code = el("code", m[2] ? { class: `language-${m[2]}` } : {}, body.join("\n"));
+        parent.append(el("pre", m[2] ? { dataset: { lang: m[2] } } : {}, code));
+        continue;
+      }
+      m = HEADING.exec(line);
+      if (m) {
+        const heading = el(`h${m[1].length}`);
+        renderInline(m[2] || "", heading);
+        parent.append(heading);
+        i += 1;
+        continue;
+      }
+      if (RULE.test(line)) {
+        parent.append(el("hr"));
+        i += 1;
+        continue;
+      }
+      if (QUOTE.test(line)) {
+        const inner = [];
+        while (i < lines.length && lines[i].trim()) {
+          const q = QUOTE.exec(lines[i]);
+          inner.push(q ? q[1] : lines[i]);
+          i += 1;
+        }
+        const quote = el("blockquote");
+        renderBlocks(inner, quote);
+        parent.append(quote);
+        continue;
+      }
+      if (listMarker(line)) {
+        i = renderList(lines, i, parent);
+        continue;
+      }
+      if (isTableStart(lines, i)) {
+        i = renderTable(lines, i, parent);
+        continue;
+      }
+      const paragraph = [line.trim()];
+      i += 1;
+      while (i < lines.length && lines[i].trim() && !startsBlock(lines, i)) {
+        paragraph.push(lines[i].trim());
+        i += 1;
+      }
+      const p = el("p");
+      renderInline(paragraph.join("\n"), p);
+      parent.append(p);
+    }
+  }
+
+  function isClosingFence(line, fence) {
+    const trimmed = line.trim();
+    return (
+      indentOf(line) < 4 &&
+      trimmed.length >= fence.length &&
+      trimmed === fence[0].repeat(trimmed.length)
+    );
+  }
+
+  function renderList(lines, i, parent) {
+    const first = listMarker(lines[i]);
+    const list = el(first.ordered ? "ol" : "ul");
+    if (first.ordered && first.start !== 1) list.setAttribute("start", String(first.start));
+    while (i < lines.length) {
+      const marker = listMarker(lines[i]);
+      if (!marker || marker.ordered !== first.ordered || marker.indent > first.indent + 1) break;
+      // Lines indented past the marker (or by two spaces, as models often write nested
+      // lists) belong to the item; so do lazy continuation lines of its paragraph.
+      const inside = Math.min(marker.width, marker.indent + 2);
+      const item = [marker.content];
+      let loose = false;
+      i += 1;
+      while (i < lines.length) {
+        const line = lines[i];
+        if (!line.trim()) {
+          let j = i + 1;
+          while (j < lines.length && !lines[j].trim()) j += 1;
+          if (j < lines.length && indentOf(lines[j]) >= inside) {
+            for (let k = i; k < j; k += 1) item.push("");
+            loose = true;
+            i = j;
+            continue;
+          }
+          break;
+        }
+        if (indentOf(line) >= inside) {
+          item.push(dedent(line, marker.width));
+          i += 1;
+          continue;
+        }
+        if (startsBlock(lines, i)) break;
+        item.push(line.trim());
+        i += 1;
+      }
+      const li = el("li");
+      renderBlocks(item, li);
+      if (!loose && li.firstChild && li.firstChild.nodeName === "P") {
+        li.firstChild.replaceWith(...li.firstChild.childNodes); // a tight item: no <p>
+      }
+      list.append(li);
+      // Blank lines between items of the same list keep the list going.
+      let j = i;
+      while (j < lines.length && !lines[j].trim()) j += 1;
+      const next = j < lines.length ? listMarker(lines[j]) : null;
+      if (j > i && next && next.ordered === first.ordered && next.indent <= first.indent + 1) {
+        i = j;
+      }
+    }
+    parent.append(list);
+    return i;
+  }
+
+  function splitRow(line) {
+    let row = line.trim();
+    if (row.startsWith("|")) row = row.slice(1);
+    if (row.endsWith("|") && !row.endsWith("\\|")) row = row.slice(0, -1);
+    return row.split(/(?<!\\)\|/).map((cell) => cell.trim().replace(/\\\|/g, "|"));
+  }
+
+  function renderTable(lines, i, parent) {
+    const header = splitRow(lines[i]);
+    const aligns = splitRow(lines[i + 1]).map((cell) => {
+      if (cell.startsWith(":") && cell.endsWith(":")) return "center";
+      if (cell.endsWith(":")) return "right";
+      if (cell.startsWith(":")) return "left";
+      return null;
+    });
+    const row = (cells, tag) => {
+      const tr = el("tr");
+      header.forEach((_, index) => {
+        const cell = el(tag, aligns[index] ? { class: `align-${aligns[index]}` } : {});
+        renderInline(cells[index] || "", cell);
+        tr.append(cell);
+      });
+      return tr;
+    };
+    const thead = el("thead", {}, row(header, "th"));
+    const tbody = el("tbody");
+    i += 2;
+    while (i < lines.length && lines[i].trim() && lines[i].includes("|")) {
+      tbody.append(row(splitRow(lines[i]), "td"));
+      i += 1;
+    }
+    parent.append(el("div", { class: "table-wrap" }, el("table", {}, thead, tbody)));
+    return i;
+  }
+
+  function safeHref(raw) {
+    const href = raw.trim().replace(/^<(.*)>$/, "$1");
+    try {
+      const url = new URL(href);
+      return ["http:", "https:", "mailto:"].includes(url.protocol) ? url.href : null;
+    } catch {
+      return null;
+    }
+  }
+
+  function link(href, parent, label) {
+    const a = el("a", { href, target: "_blank", rel: "noopener noreferrer nofollow" });
+    renderInline(label, a);
+    parent.append(a);
+  }
+
+  // [label](url "title"): returns {label, href, end} or null.
+  function parseLink(src, start) {
+    let depth = 0;
+    let i = start;
+    for (; i < src.length; i += 1) {
+      if (src[i] === "\\") i += 1;
+      else if (src[i] === "[") depth += 1;
+      else if (src[i] === "]" && --depth === 0) break;
+    }
+    if (i >= src.length || src[i + 1] !== "(") return null;
+    const label = src.slice(start + 1, i);
+    let j = i + 2;
+    depth = 1;
+    for (; j < src.length; j += 1) {
+      if (src[j] === "(") depth += 1;
+      else if (src[j] === ")" && --depth === 0) break;
+      else if (src[j] === "\n") return null;
+    }
+    if (j >= src.length) return null;
+    const target = src.slice(i + 2, j).trim().split(/\s+/)[0] || "";
+    return { label, href: target, end: j + 1 };
+  }
+
+  function trimUrl(url) {
+    let out = url;
+    for (;;) {
+      const last = out[out.length - 1];
+      if (/[.,:;!?"'*_~]/.test(last)) out = out.slice(0, -1);
+      else if (last === ")" && out.split(")").length > out.split("(").length) {
+        out = out.slice(0, -1);
+      } else return out;
+    }
+  }
+
+  // Emphasis: a run of 1-3 '*' or '_' (or '~~') closed by the same run; returns the node.
+  function parseEmphasis(src, i) {
+    const ch = src[i];
+    let n = 1;
+    while (src[i + n] === ch) n += 1;
+    if (ch === "~" ? n !== 2 : n > 3) return null;
+    const after = src[i + n];
+    if (after === undefined || /\s/.test(after)) return null;
+    if (ch === "_" && i > 0 && /[\p{L}\p{N}]/u.test(src[i - 1])) return null;
+    let j = i + n;
+    for (;;) {
+      j = src.indexOf(ch, j);
+      if (j === -1) return null;
+      let run = 1;
+      while (src[j + run] === ch) run += 1;
+      const closes =
+        run === n &&
+        !/\s/.test(src[j - 1]) &&
+        !(ch === "_" && /[\p{L}\p{N}]/u.test(src[j + run] || ""));
+      if (closes && j > i + n) {
+        const inner = src.slice(i + n, j);
+        let node;
+        if (ch === "~") node = el("del");
+        else if (n === 1) node = el("em");
+        else if (n === 2) node = el("strong");
+        else {
+          node = el("strong");
+          const em = el("em");
+          node.append(em);
+          renderInline(inner, em);
+          return { node, end: j + n };
+        }
+        renderInline(inner, node);
+        return { node, end: j + n };
+      }
+      j += run;
+    }
+  }
+
+  function renderInline(src, parent) {
+    let text = "";
+    const flush = () => {
+      if (text) parent.append(document.createTextNode(text));
+      text = "";
+    };
+    let i = 0;
+    while (i < src.length) {
+      const c = src[i];
+      if (c === "\\" && i + 1 < src.length && ESCAPABLE.includes(src[i + 1])) {
+        text += src[i + 1];
+        i += 2;
+        continue;
+      }
+      if (c === "\n") {
+        flush();
+        parent.append(el("br"));
+        i += 1;
+        continue;
+      }
+      if (c === "`") {
+        let n = 1;
+        while (src[i + n] === "`") n += 1;
+        let close = -1;
+        let j = i + n;
+        while ((j = src.indexOf("`", j)) !== -1) {
+          let run = 1;
+          while (src[j + run] === "`") run += 1;
+          if (run === n) {
+            close = j;
+            break;
+          }
+          j += run;
+        }
+        if (close === -1) {
+          text += "`".repeat(n);
+          i += n;
+          continue;
+        }
+        let code = src.slice(i + n, close).replace(/\n/g, " ");
+        if (code.length > 2 && code[0] === " " && code[code.length - 1] === " " && code.trim()) {
+          code = code.slice(1, -1);
+        }
+        flush();
+        parent.append(el("code", {}, code));
+        i = close + n;
+        continue;
+      }
+      if (c === "[") {
+        const found = parseLink(src, i);
+        if (found) {
+          const href = safeHref(found.href);
+          flush();
+          if (href) link(href, parent, found.label);
+          else renderInline(found.label, parent); // unsafe scheme: keep the words only
+          i = found.end;
+          continue;
+        }
+      }
+      if (c === "<") {
+        const m = /^<((?:https?:\/\/|mailto:)[^\s<>]+)>/.exec(src.slice(i, i + 2048));
+        const href = m && safeHref(m[1]);
+        if (href) {
+          flush();
+          parent.append(
+            el("a", { href, target: "_blank", rel: "noopener noreferrer nofollow" }, m[1]),
+          );
+          i += m[0].length;
+          continue;
+        }
+      }
+      if (c === "h" && (i === 0 || /[\s(*_~"']/.test(src[i - 1]))) {
+        const m = /^https?:\/\/[^\s<>]+/.exec(src.slice(i, i + 2048));
+        const url = m && trimUrl(m[0]);
+        const href = url && url.length > 8 && safeHref(url);
+        if (href) {
+          flush();
+          const a = el("a", { href, target: "_blank", rel: "noopener noreferrer nofollow" }, url);
+          parent.append(a);
+          i += url.length;
+          continue;
+        }
+      }
+      if (c === "*" || c === "_" || c === "~") {
+        const found = parseEmphasis(src, i);
+        if (found) {
+          flush();
+          parent.append(found.node);
+          i = found.end;
+          continue;
+        }
+        let n = 1;
+        while (src[i + n] === c) n += 1;
+        text += c.repeat(n);
+        i += n;
+        continue;
+      }
+      text += c;
+      i += 1;
+    }
+    flush();
+  }
+
+  // ---- SSE ------------------------------------------------------------------------------------
+
+  // Feed it decoded text as it arrives; it calls onEvent(type, data) per complete event.
+  // Comment lines (": ping") are ignored; an incomplete event at the end is dropped.
+  class SSEParser {
+    constructor(onEvent) {
+      this.onEvent = onEvent;
+      this.buffer = "";
+      this.type = "";
+      this.data = [];
+    }
+
+    push(chunk) {
+      this.buffer += chunk;
+      let start = 0;
+      for (;;) {
+        let end = start;
+        while (end < this.buffer.length && this.buffer[end] !== "\n" && this.buffer[end] !== "\r") {
+          end += 1;
+        }
+        if (end >= this.buffer.length) break;
+        if (this.buffer[end] === "\r" && end === this.buffer.length - 1) break; // \r\n split?
+        const line = this.buffer.slice(start, end);
+        start = end + (this.buffer[end] === "\r" && this.buffer[end + 1] === "\n" ? 2 : 1);
+        this.line(line);
+      }
+      this.buffer = this.buffer.slice(start);
+    }
+
+    line(line) {
+      if (line === "") {
+        if (this.data.length) this.onEvent(this.type || "message", this.data.join("\n"));
+        this.type = "";
+        this.data = [];
+        return;
+      }
+      if (line.startsWith(":")) return;
+      const colon = line.indexOf(":");
+      const field = colon === -1 ? line : line.slice(0, colon);
+      let value = colon === -1 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "event") this.type = value;
+      else if (field === "data") this.data.push(value);
+    }
+  }
+
+  // ---- settings -------------------------------------------------------------------------------
+
+  const STORAGE_KEY = "agentloop.settings";
+  const DEFAULT_SETTINGS = {
+    endpoint: "",
+    token: "",
+    model: "",
+    maxIterations: "",
+    tools: ["search_web", "scrape", "execute_code"],
+    extraTools: "",
+  };
+
+  function loadSettings() {
+    try {
+      const stored = JSON.parse(localStorage.getItem(STORAGE_KEY) || "{}");
+      return { ...DEFAULT_SETTINGS, ...(stored && typeof stored === "object" ? stored : {}) };
+    } catch {
+      return { ...DEFAULT_SETTINGS };
+    }
+  }
+
+  function saveSettings(settings) {
+    try {
+      localStorage.setItem(STORAGE_KEY, JSON.stringify(settings));
+    } catch {
+      // storage full or disabled: the settings still apply to this page
+    }
+  }
+
+  function selectedTools(settings) {
+    const extra = String(settings.extraTools || "")
+      .split(/[\s,]+/)
+      .map((name) => name.trim())
+      .filter(Boolean);
+    return [...new Set([...(settings.tools || []), ...extra])];
+  }
+
+  function chatUrl(endpoint) {
+    const base = String(endpoint || "").trim();
+    if (!base) return new URL("chat", document.baseURI).href;
+    const trimmed = base.replace(/\/+$/, "");
+    return /\/chat$/.test(trimmed) ? trimmed : `${trimmed}/chat`;
+  }
+
+  // ---- one assistant reply: runs, text, tool cards, notes -------------------------------------
+
+  const STOP_REASONS = {
+    completed: "completed",
+    max_iterations: "stopped at the iteration limit",
+    budget: "stopped at the token budget",
+    deadline: "stopped at the time limit",
+    cancelled: "cancelled",
+    error: "ended with an error",
+  };
+
+  const ERROR_CODES = {
+    configuration: "Configuration error",
+    invalid_request: "Invalid request",
+    provider: "Model provider error",
+    internal: "Internal error",
+  };
+
+  // A run's transcript: text segments, tool cards and notes, in the order they happened.
+  class Transcript {
+    constructor(container) {
+      this.el = container;
+      this.segment = null;
+    }
+
+    appendText(text, reply) {
+      if (!this.segment) {
+        this.segment = { text: "", el: el("div", { class: "answer md" }) };
+        this.el.append(this.segment.el);
+      }
+      this.segment.text += text;
+      reply.scheduleRender(this.segment);
+    }
+
+    append(node) {
+      this.segment = null;
+      this.el.append(node);
+    }
+
+    text() {
+      return [...this.el.querySelectorAll(":scope > .answer")].map((n) => n.textContent).join("");
+    }
+  }
+
+  function formatArguments(raw) {
+    let args;
+    try {
+      args = JSON.parse(raw);
+    } catch {
+      return raw;
+    }
+    if (!args || typeof args !== "object" || Array.isArray(args)) return JSON.stringify(args);
+    return Object.entries(args)
+      .map(([key, value]) =>
+        typeof value === "string" && value.includes("\n")
+          ? `${key}:\n${value}`
+          : `${key}: ${JSON.stringify(value)}`,
+      )
+      .join("\n");
+  }
+
+  function formatResult(raw) {
+    try {
+      return JSON.stringify(JSON.parse(raw), null, 2);
+    } catch {
+      return raw;
+    }
+  }
+
+  class ToolCard {
+    constructor(event) {
+      this.callId = event.call_id;
+      this.name = event.name;
+      this.el = el("div", {
+        class: "tool-card",
+        role: "group",
+        "aria-label": `tool call ${event.name}`,
+        dataset: {
+          callId: event.call_id,
+          name: event.name,
+          depth: String(event.depth || 0),
+          status: "running",
+        },
+      });
+      this.statusEl = el("span", { class: "tool-status" }, "running");
+      this.durationEl = el("span", { class: "tool-duration" });
+      this.el.append(
+        el(
+          "div",
+          { class: "tool-head" },
+          el("span", { class: "tool-icon", "aria-hidden": "true" }),
+          el("span", { class: "tool-name" }, event.name),
+          this.statusEl,
+          this.durationEl,
+        ),
+      );
+      const args = formatArguments(event.arguments || "");
+      if (args && args !== "{}") this.el.append(el("pre", { class: "tool-args" }, args));
+      this.subagents = null;
+    }
+
+    subagentBlock(runId, query) {
+      if (!this.subagents) {
+        this.subagents = el("div", { class: "subagents" });
+        const result = this.el.querySelector(".tool-result");
+        if (result) result.before(this.subagents);
+        else this.el.append(this.subagents);
+      }
+      const block = el("div", { class: "subagent", dataset: { runId } });
+      block.append(el("p", { class: "subagent-query" }, "Sub-agent: ", el("q", {}, query || "…")));
+      const transcript = el("div", { class: "transcript sub" });
+      block.append(transcript);
+      this.subagents.append(block);
+      return { block, transcript: new Transcript(transcript) };
+    }
+
+    finish(event) {
+      const ok = Boolean(event.ok);
+      this.setStatus(ok ? "done" : "failed");
+      this.durationEl.textContent = formatDuration(event.duration_ms || 0);
+      let label = "Result";
+      if (!ok) {
+        try {
+          const parsed = JSON.parse(event.content);
+          if (parsed && parsed.error) label = `Error: ${parsed.error}`;
+        } catch {
+          // not JSON: the generic label will do
+        }
+      }
+      const content = formatResult(event.content || "");
+      const details = el(
+        "details",
+        { class: "tool-result", open: !ok },
+        el("summary", {}, label, el("span", { class: "size" }, ` (${number.format(content.length)} chars)`)),
+        el("pre", {}, content),
+      );
+      this.el.append(details);
+    }
+
+    setStatus(status) {
+      this.el.dataset.status = status;
+      this.statusEl.textContent = status;
+    }
+  }
+
+  class Reply {
+    constructor(conversation) {
+      this.el = el("article", {
+        class: "msg assistant",
+        "aria-label": "agentloop's answer",
+        "aria-busy": "true",
+        dataset: { state: "running" },
+      });
+      const transcript = el("div", { class: "transcript" });
+      this.meta = el("p", { class: "meta" }, "waiting for the server…");
+      this.el.append(transcript, this.meta);
+      conversation.append(this.el);
+      this.main = new Transcript(transcript);
+      this.runs = new Map(); // run_id -> Transcript
+      this.cards = new Map(); // call_id -> ToolCard
+      this.pending = new Set();
+      this.frame = 0;
+      this.done = null;
+      this.model = "";
+      this.usage = null;
+      this.budget = null;
+    }
+
+    scheduleRender(segment) {
+      this.pending.add(segment);
+      if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+    }
+
+    flush() {
+      if (this.frame) cancelAnimationFrame(this.frame);
+      this.frame = 0;
+      for (const segment of this.pending) {
+        segment.el.replaceChildren();
+        renderMarkdown(segment.text, segment.el);
+      }
+      this.pending.clear();
+    }
+
+    transcriptFor(event) {
+      if (!event.depth) return this.main;
+      const known = this.runs.get(event.run_id);
+      if (known) return known;
+      const card = this.cards.get(event.parent_call_id);
+      if (!card) return this.main; // should not happen; keep the event visible anyway
+      const { transcript } = card.subagentBlock(event.run_id, event.query);
+      this.runs.set(event.run_id, transcript);
+      return transcript;
+    }
+
+    note(transcript, kind, ...text) {
+      transcript.append(el("p", { class: `note note-${kind}` }, ...text));
+    }
+
+    handle(type, data) {
+      const transcript = this.transcriptFor(data);
+      switch (type) {
+        case "run_start":
+          if (!data.depth) {
+            this.model = data.model;
+            this.budget = data.budget_remaining;
+            this.showMeta();
+          }
+          break;
+        case "text_delta":
+          transcript.appendText(data.text, this);
+          break;
+        case "tool_call_start": {
+          const card = new ToolCard(data);
+          this.cards.set(data.call_id, card);
+          transcript.append(card.el);
+          break;
+        }
+        case "tool_call_result": {
+          const card = this.cards.get(data.call_id);
+          if (card) card.finish(data);
+          break;
+        }
+        case "subagent_start": {
+          // transcriptFor created the block (with the query) for this run_id
+          break;
+        }
+        case "subagent_finish": {
+          const run = this.runs.get(data.run_id);
+          if (run) {
+            const tokens = data.usage.prompt_tokens + data.usage.completion_tokens;
+            run.el.after(
+              el(
+                "p",
+                { class: "subagent-meta" },
+                `${STOP_REASONS[data.stop_reason] || data.stop_reason} · ` +
+                  `${data.iterations} turn${data.iterations === 1 ? "" : "s"} · ` +
+                  `${number.format(tokens)} tokens`,
+              ),
+            );
+          }
+          break;
+        }
+        case "usage":
+          this.usage = data.total;
+          this.budget = data.budget_remaining;
+          this.showMeta();
+          break;
+        case "model_switched":
+          this.note(
+            transcript,
+            "switch",
+            `Switched model from ${data.from_model} to ${data.to_model}: ${data.reason}`,
+          );
+          break;
+        case "notice":
+          this.note(transcript, "notice", data.message);
+          break;
+        case "error":
+          this.note(
+            transcript,
+            "error",
+            `${ERROR_CODES[data.code] || "Error"}: ${data.message}`,
+          );
+          break;
+        case "done":
+          if (!data.depth) {
+            this.done = data;
+            this.usage = data.usage;
+            this.budget = data.budget_remaining;
+          }
+          break;
+        default:
+          break; // turn_start and anything newer: nothing to show
+      }
+    }
+
+    tokens() {
+      if (!this.usage) return null;
+      return this.usage.prompt_tokens + this.usage.completion_tokens;
+    }
+
+    showMeta() {
+      const parts = [];
+      if (this.model) parts.push(this.model);
+      const tokens = this.tokens();
+      if (tokens !== null) parts.push(`${number.format(tokens)} tokens used`);
+      if (this.budget !== null && this.budget !== undefined) {
+        parts.push(`${number.format(this.budget)} left in budget`);
+      }
+      this.meta.textContent = parts.join(" · ");
+    }
+
+    finish(state, message) {
+      this.flush();
+      this.el.dataset.state = state;
+      this.el.setAttribute("aria-busy", "false");
+      for (const card of this.cards.values()) {
+        if (card.el.dataset.status === "running") card.setStatus("stopped");
+      }
+      const parts = [];
+      if (this.done) {
+        const d = this.done;
+        parts.push(STOP_REASONS[d.stop_reason] || d.stop_reason);
+        parts.push(`${d.iterations} turn${d.iterations === 1 ? "" : "s"}`);
+        const tokens = this.tokens();
+        let used = `${number.format(tokens)} tokens (${number.format(d.usage.prompt_tokens)} in, ` +
+          `${number.format(d.usage.completion_tokens)} out)`;
+        const byDepth = d.usage_by_depth || [];
+        if (byDepth.length > 1) {
+          const sub = byDepth
+            .slice(1)
+            .reduce((sum, u) => sum + u.prompt_tokens + u.completion_tokens, 0);
+          used += `, ${number.format(sub)} by sub-agents`;
+        }
+        parts.push(used);
+        parts.push(`${number.format(d.budget_remaining)} left in budget`);
+        if (this.model) parts.push(this.model);
+        this.meta.textContent = parts.join(" · ");
+      } else if (state !== "error") {
+        this.showMeta();
+      } else {
+        this.meta.remove();
+      }
+      if (message) {
+        this.el.append(
+          el("div", { class: `banner banner-${state}`, role: "alert" }, ...[].concat(message)),
+        );
+      }
+    }
+
+    answerText() {
+      return this.main.text();
+    }
+  }
+
+  // ---- errors -------------------------------------------------------------------------------
+
+  class HttpFailure extends Error {
+    constructor(status, statusText, error) {
+      super(error.message || statusText || `HTTP ${status}`);
+      this.status = status;
+      this.statusText = statusText;
+      this.error = error;
+    }
+  }
+
+  const STATUS_TITLES = {
+    400: "Bad request",
+    401: "Not authorized",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Not allowed",
+    413: "Too large",
+    415: "Unsupported content type",
+    422: "Request rejected",
+    429: "Too many requests",
+    500: "Server error",
+    502: "Bad gateway",
+    503: "Service unavailable",
+    504: "Gateway timeout",
+  };
+
+  function hintFor(failure) {
+    const param = failure.error.param || "";
+    if (failure.status === 401 || failure.status === 403) {
+      return "Check the bearer token in Settings.";
+    }
+    if (failure.status === 413) return "Shorten the message or start a new chat.";
+    if (failure.status === 422 && param.startsWith("tools")) {
+      return "Change the tools in Settings.";
+    }
+    if (failure.status === 422 && param === "model") return "Check the model in Settings.";
+    if (failure.status === 422 && param === "max_iterations") {
+      return "Check max iterations in Settings.";
+    }
+    if (failure.status === 404) return "Check the endpoint URL in Settings.";
+    return "";
+  }
+
+  async function readError(response) {
+    const text = await response.text().catch(() => "");
+    try {
+      const body = JSON.parse(text);
+      if (body && body.error) {
+        if (typeof body.error === "string") return { message: body.error };
+        return body.error;
+      }
+      if (body && typeof body.message === "string") return { message: body.message };
+    } catch {
+      // not JSON: a proxy's page, say
+    }
+    return { message: text.trim().slice(0, 300) };
+  }
+
+  function describeFailure(err, url) {
+    if (err instanceof HttpFailure) {
+      const title = STATUS_TITLES[err.status] || err.statusText || "Request failed";
+      const hint = hintFor(err);
+      let message = String(err.error.message || "").trim();
+      if (hint && message && !/[.!?]$/.test(message)) message += ".";
+      return [
+        el("strong", {}, `${title} (HTTP ${err.status}): `),
+        message,
+        hint ? el("span", { class: "hint" }, ` ${hint}`) : null,
+      ];
+    }
+    if (err instanceof TypeError) {
+      return [
+        el("strong", {}, "Could not reach the server: "),
+        `${url} did not answer (${err.message}). `,
+        el(
+          "span",
+          { class: "hint" },
+          "Check the endpoint URL in Settings; a server on another origin must allow this " +
+            "page's origin (CORS).",
+        ),
+      ];
+    }
+    return [el("strong", {}, "Error: "), String(err && err.message ? err.message : err)];
+  }
+
+  // ---- the page -------------------------------------------------------------------------------
+
+  function start() {
+    const conversation = document.getElementById("conversation");
+    const form = document.getElementById("composer");
+    const prompt = document.getElementById("prompt");
+    const sendButton = document.getElementById("send");
+    const stopButton = document.getElementById("stop");
+    const status = document.getElementById("status");
+    const settingsForm = document.getElementById("settings-form");
+    const newChat = document.getElementById("new-chat");
+
+    let history = []; // the messages sent with the next request (before the new one)
+    let current = null; // { controller, reply }
+    let generation = 0; // bumped by "New chat", so a run that ends later leaves history alone
+
+    // settings form <-> localStorage
+    const settings = loadSettings();
+    settingsForm.elements.endpoint.value = settings.endpoint;
+    settingsForm.elements.token.value = settings.token;
+    settingsForm.elements.model.value = settings.model;
+    settingsForm.elements.maxIterations.value = settings.maxIterations;
+    settingsForm.elements.extraTools.value = settings.extraTools;
+    for (const box of settingsForm.querySelectorAll('input[name="tool"]')) {
+      box.checked = settings.tools.includes(box.value);
+    }
+    const readSettingsForm = () => ({
+      endpoint: settingsForm.elements.endpoint.value.trim(),
+      token: settingsForm.elements.token.value.trim(),
+      model: settingsForm.elements.model.value.trim(),
+      maxIterations: settingsForm.elements.maxIterations.value.trim(),
+      tools: [...settingsForm.querySelectorAll('input[name="tool"]:checked')].map((b) => b.value),
+      extraTools: settingsForm.elements.extraTools.value.trim(),
+    });
+    settingsForm.addEventListener("input", () => saveSettings(readSettingsForm()));
+    settingsForm.addEventListener("change", () => saveSettings(readSettingsForm()));
+    settingsForm.addEventListener("submit", (event) => event.preventDefault());
+
+    const setStatus = (text) => {
+      status.textContent = text;
+    };
+
+    const setRunning = (running) => {
+      sendButton.disabled = running;
+      stopButton.disabled = !running;
+      document.body.classList.toggle("running", running);
+    };
+
+    const nearBottom = () =>
+      conversation.scrollHeight - conversation.scrollTop - conversation.clientHeight < 80;
+
+    function addUserMessage(text) {
+      const hint = document.getElementById("empty-hint");
+      if (hint) hint.remove();
+      const article = el("article", { class: "msg user", "aria-label": "your message" });
+      article.append(el("div", { class: "md" }, text));
+      conversation.append(article);
+      return article;
+    }
+
+    async function send(text) {
+      const chosen = readSettingsForm();
+      const userMessage = { role: "user", content: text };
+      const messages = [...history, userMessage];
+      const body = { messages, tools: selectedTools(chosen) };
+      if (chosen.model) body.model = chosen.model;
+      const limit = parseInt(chosen.maxIterations, 10);
+      if (Number.isFinite(limit) && limit >= 1) body.max_iterations = limit;
+      const headers = { "content-type": "application/json", accept: "text/event-stream" };
+      if (chosen.token) headers.authorization = `Bearer ${chosen.token}`;
+      const url = chatUrl(chosen.endpoint);
+
+      const started = generation;
+      const userArticle = addUserMessage(text);
+      const reply = new Reply(conversation);
+      const controller = new AbortController();
+      current = { controller, reply };
+      setRunning(true);
+      setStatus("Running…");
+      conversation.scrollTop = conversation.scrollHeight;
+
+      let failure = null;
+      try {
+        const response = await fetch(url, {
+          method: "POST",
+          headers,
+          body: JSON.stringify(body),
+          signal: controller.signal,
+          cache: "no-store",
+        });
+        if (!response.ok) {
+          throw new HttpFailure(response.status, response.statusText, await readError(response));
+        }
+        const type = response.headers.get("content-type") || "";
+        if (!type.startsWith("text/event-stream") || !response.body) {
+          throw new Error(`expected an event stream, got ${type || "no content type"}`);
+        }
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        const parser = new SSEParser((eventType, raw) => {
+          let data;
+          try {
+            data = JSON.parse(raw);
+          } catch {
+            return;
+          }
+          const stick = nearBottom();
+          reply.handle(data.type || eventType, data);
+          if (stick) conversation.scrollTop = conversation.scrollHeight;
+        });
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          parser.push(decoder.decode(value, { stream: true }));
+        }
+        parser.push(decoder.decode());
+      } catch (err) {
+        failure = err;
+      }
+      current = null;
+      setRunning(false);
+
+      const stopped = controller.signal.aborted;
+      if (started !== generation) return; // the user started a new chat meanwhile
+      if (reply.done) {
+        history = [...messages, ...reply.done.messages];
+        reply.finish("done");
+        const reason = reply.done.stop_reason;
+        setStatus(reason === "completed" ? "Done." : `Done: ${STOP_REASONS[reason] || reason}.`);
+      } else if (stopped || !failure) {
+        // Stopped, or the stream ended without done: keep what was shown as the answer.
+        const partial = reply.answerText().trim();
+        if (partial) history = [...messages, { role: "assistant", content: partial }];
+        const message = stopped
+          ? "Stopped. The server stops the agent after the tool round in progress."
+          : "The connection closed before the run finished.";
+        reply.finish(stopped ? "stopped" : "error", message);
+        setStatus(stopped ? "Stopped." : "Connection lost.");
+      } else {
+        // Nothing ran: the message is not part of the conversation; put it back to edit.
+        reply.finish("error", describeFailure(failure, url));
+        userArticle.classList.add("not-sent");
+        userArticle.append(el("span", { class: "unsent-label" }, "not sent"));
+        setStatus(`Error: ${failure.message || "request failed"}`);
+        if (!prompt.value.trim()) prompt.value = text;
+      }
+      conversation.scrollTop = conversation.scrollHeight;
+      prompt.focus();
+    }
+
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = prompt.value.trim();
+      if (!text || current) return;
+      prompt.value = "";
+      send(text);
+    });
+
+    prompt.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        if (!current) form.requestSubmit();
+      }
+    });
+
+    stopButton.addEventListener("click", () => {
+      if (current) current.controller.abort();
+    });
+
+    newChat.addEventListener("click", () => {
+      if (current) current.controller.abort();
+      generation += 1;
+      history = [];
+      conversation.replaceChildren(
+        el("p", { class: "empty-hint", id: "empty-hint" }, "New conversation."),
+      );
+      setStatus("Ready.");
+      prompt.focus();
+    });
+
+    window.agentloop = {
+      get history() {
+        return history;
+      },
+    };
+  }
+
+  // For tests and for anyone reusing the pieces.
+  window.agentloopMarkdown = (source) => renderMarkdown(source, document.createElement("div"));
+  window.AgentloopSSEParser = SSEParser;
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
