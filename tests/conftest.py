@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from agentloop.llm.resilient import RATE_LIMITS
@@ -32,3 +34,22 @@ def llm(provider_env: ScriptedLLM) -> ScriptedLLM:
 def _forget_rate_limits() -> None:
     """Rate-limit memory is process-wide by design; each test starts without any."""
     RATE_LIMITS.clear()
+
+
+@pytest.fixture
+def mocked_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto behind boto3, dummy credentials in one region, and no Powertools cache kept
+    across tests (``clear_caches`` also drops its boto3 clients, so the next read makes
+    one inside this test's mock)."""
+    from aws_lambda_powertools.utilities import parameters
+    from moto import mock_aws
+
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    parameters.clear_caches()
+    with mock_aws():
+        yield
+    parameters.clear_caches()

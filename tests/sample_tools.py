@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from pydantic import BaseModel, Field
 
@@ -105,3 +106,20 @@ async def until_deadline(args: MarginArgs, ctx: ToolContext) -> str:
     """
     await asyncio.sleep(max(0.0, ctx.deadline.remaining() - args.margin_s) + 0.05)
     return "used up the time"
+
+
+class GateArgs(BaseModel):
+    name: str
+
+
+def gate_tool(gate: threading.Event) -> Tool:
+    """A tool that returns only once the test opens ``gate`` (from another thread)."""
+
+    @tool(name="gate")
+    async def gate_fn(args: GateArgs, ctx: ToolContext) -> str:
+        """Wait until the test opens the gate."""
+        if await asyncio.to_thread(gate.wait, 10):
+            return f"opened {args.name}"
+        raise ToolError("the gate was never opened")
+
+    return gate_fn

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import socket
@@ -12,10 +11,8 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from pydantic import BaseModel
 
 from agentloop.ask_llm import ask_llm_tool
-from agentloop.tools.base import Tool, ToolContext, ToolError, tool
 from tests.e2e.conftest import (
     OUTPUT,
     TOKEN,
@@ -26,7 +23,7 @@ from tests.e2e.conftest import (
     wait_for_reply,
 )
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
-from tests.sample_tools import echo
+from tests.sample_tools import echo, gate_tool
 
 pytestmark = pytest.mark.e2e
 
@@ -34,21 +31,6 @@ expect.set_options(timeout=WAIT_MS)
 
 REPLY = "article.assistant"
 TOP_ANSWER = "article.assistant > .transcript > .answer"
-
-
-class GateArgs(BaseModel):
-    name: str
-
-
-def gate_tool(gate: threading.Event) -> Tool:
-    @tool(name="gate")
-    async def gate_fn(args: GateArgs, ctx: ToolContext) -> str:
-        """Wait until the test opens the gate."""
-        if await asyncio.to_thread(gate.wait, 10):
-            return f"opened {args.name}"
-        raise ToolError("the gate was never opened")
-
-    return gate_fn
 
 
 def reply_snapshot(page: Page) -> tuple[str | None, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import threading
@@ -13,19 +12,18 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from pydantic import BaseModel
 from starlette.testclient import TestClient
 
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig
 from agentloop.events import Done
-from agentloop.tools.base import Tool, ToolContext, ToolError, tool
+from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, _validator, iter_sse, parse_sse
-from tests.sample_tools import echo, sleeper, until_deadline
+from tests.sample_tools import echo, gate_tool, sleeper, until_deadline
 
 TOKEN = "al_test-token-123"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -63,21 +61,6 @@ def stream_frames(client: TestClient, body: dict[str, Any], **headers: str) -> l
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
         return parse_sse(response.iter_lines())
-
-
-class GateArgs(BaseModel):
-    name: str
-
-
-def gate_tool(gate: threading.Event) -> Tool:
-    @tool(name="gate")
-    async def gate_fn(args: GateArgs, ctx: ToolContext) -> str:
-        """Wait until the test opens the gate."""
-        if await asyncio.to_thread(gate.wait, 10):
-            return f"opened {args.name}"
-        raise ToolError("the gate was never opened")
-
-    return gate_fn
 
 
 def test_events_arrive_while_the_run_is_still_going(llm: ScriptedLLM, model: str) -> None:
@@ -445,31 +428,20 @@ def test_request_id_comes_from_the_lambda_context(
 
 
 @pytest.fixture
-def aws_secret(monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> Iterator[str]:
+def aws_secret(mocked_aws: None, monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> str:
     """A project secret holding the Groq key and one token hash, as deployed."""
     import boto3
-    from aws_lambda_powertools.utilities import parameters
-    from moto import mock_aws
 
-    for name, value in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }.items():
-        monkeypatch.setenv(name, value)
     monkeypatch.delenv("GROQ_API_KEY")  # it must come from the secret
     monkeypatch.setenv("AGENTLOOP_AUTH_MODE", "bearer")
-    parameters.clear_caches()
-    with mock_aws():
-        secret = boto3.client("secretsmanager").create_secret(
-            Name="agentloop-test",
-            SecretString=json.dumps(
-                {"GROQ_API_KEY": "key-from-secret", "auth_token_sha256": [hash_token(TOKEN)]}
-            ),
-        )
-        monkeypatch.setenv("AGENTLOOP_SECRET_ID", secret["ARN"])
-        yield secret["ARN"]
-    parameters.clear_caches()
+    secret = boto3.client("secretsmanager").create_secret(
+        Name="agentloop-test",
+        SecretString=json.dumps(
+            {"GROQ_API_KEY": "key-from-secret", "auth_token_sha256": [hash_token(TOKEN)]}
+        ),
+    )
+    monkeypatch.setenv("AGENTLOOP_SECRET_ID", secret["ARN"])
+    return str(secret["ARN"])
 
 
 @pytest.mark.parametrize(

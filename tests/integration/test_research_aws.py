@@ -86,51 +86,45 @@ class Aws:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> Iterator[Aws]:
+def aws(mocked_aws: None, monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> Iterator[Aws]:
     import boto3
-    from moto import mock_aws
 
     import research_handlers
 
     for name, value in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
         "AGENTLOOP_DEADLINE_RESERVE_S": "0",
         "AGENTLOOP_FINAL_ANSWER_RESERVE": "0",
         "AGENTLOOP_RETRY_BASE_DELAY_S": "0.01",
     }.items():
         monkeypatch.setenv(name, value)
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AGENTLOOP_SECRET_ID"):
-        monkeypatch.delenv(name, raising=False)
-    with mock_aws():
-        s3 = boto3.client("s3")
-        s3.create_bucket(Bucket=BUCKET)
-        sqs = boto3.client("sqs")
-        dlq = sqs.create_queue(QueueName="research-dlq")["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])
-        redrive = {"deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"], "maxReceiveCount": 3}
-        queue_url = sqs.create_queue(
-            QueueName="research-jobs", Attributes={"RedrivePolicy": json.dumps(redrive)}
-        )["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
-        dynamodb = boto3.client("dynamodb")
-        dynamodb.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        monkeypatch.setenv("AGENTLOOP_RESULTS_BUCKET", BUCKET)
-        monkeypatch.setenv("AGENTLOOP_IDEMPOTENCY_TABLE", TABLE)
-        monkeypatch.setenv("AGENTLOOP_RESEARCH_QUEUE_URL", queue_url)
-        research_handlers.worker.cache_clear()  # a fresh worker on this test's moto clients
-        try:
-            yield Aws(s3, sqs, dynamodb, queue_url, queue_arn["Attributes"]["QueueArn"])
-        finally:
-            if research_handlers.worker.cache_info().currsize:
-                research_handlers.worker().close()
-            research_handlers.worker.cache_clear()
+    monkeypatch.delenv("AGENTLOOP_SECRET_ID", raising=False)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    sqs = boto3.client("sqs")
+    dlq = sqs.create_queue(QueueName="research-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])
+    redrive = {"deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"], "maxReceiveCount": 3}
+    queue_url = sqs.create_queue(
+        QueueName="research-jobs", Attributes={"RedrivePolicy": json.dumps(redrive)}
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+    dynamodb = boto3.client("dynamodb")
+    dynamodb.create_table(
+        TableName=TABLE,
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv("AGENTLOOP_RESULTS_BUCKET", BUCKET)
+    monkeypatch.setenv("AGENTLOOP_IDEMPOTENCY_TABLE", TABLE)
+    monkeypatch.setenv("AGENTLOOP_RESEARCH_QUEUE_URL", queue_url)
+    research_handlers.worker.cache_clear()  # a fresh worker on this test's moto clients
+    try:
+        yield Aws(s3, sqs, dynamodb, queue_url, queue_arn["Attributes"]["QueueArn"])
+    finally:
+        if research_handlers.worker.cache_info().currsize:
+            research_handlers.worker().close()
+        research_handlers.worker.cache_clear()
 
 
 def job(job_id: str, prompt: str | None = None, **fields: Any) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,19 +21,8 @@ SECRET_ID = "agentloop/test"
 
 
 @pytest.fixture(autouse=True)
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Dummy credentials in one region, moto behind boto3, and no cache kept across tests."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    # clear_caches() drops Powertools' default providers, so the next read also creates a
-    # fresh boto3 client inside this test's mock.
-    parameters.clear_caches()
-    with moto.mock_aws():
-        yield
-    parameters.clear_caches()
+def aws(mocked_aws: None) -> None:
+    """Every test here talks to moto."""
 
 
 @pytest.fixture
