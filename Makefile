@@ -71,8 +71,21 @@ CONCURRENCY ?= 4
 research: $(STAMP) ## run research jobs locally: make research JOBS=examples/jobs.json
 	$(BIN)/python -m agentloop.research "$(JOBS)" --concurrency $(CONCURRENCY)
 
-bench: $(STAMP) ## measured figures, printed as tables (prompt tokens with compaction on/off)
-	$(BIN)/python bench/compaction.py
+# ---- benchmarks: agentloop next to the bare SDKs and other agent frameworks -----------------
+# The frameworks compared in docs/benchmarks.md (and matplotlib, pyinstrument) live in their own
+# virtualenv, pinned in bench/requirements.txt: they are never dependencies of the project.
+BENCH_VENV  ?= .venv-bench
+BENCH_BIN   := $(BENCH_VENV)/bin
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): pyproject.toml bench/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_BIN)/python -m pip install --quiet --upgrade pip
+	$(BENCH_BIN)/python -m pip install --quiet -e ".[chat]" -r bench/requirements.txt
+	touch $@
+
+bench: $(STAMP) $(BENCH_STAMP) ## measure agentloop vs bare SDKs and frameworks; writes docs/benchmarks.md
+	$(BENCH_BIN)/python bench/run.py
 	$(BIN)/python bench/research_throughput.py
 
 # Local runs: auth is off unless you set AGENTLOOP_AUTH_MODE (and token hashes) yourself.

@@ -1,0 +1,722 @@
+# ruff: noqa: RUF002, RUF003  (typographic signs in docstrings: –, →)
+"""``make bench``: agentloop next to the bare SDKs and other agent frameworks, in one run.
+
+Starts the scripted model server (``bench/llm_server.py``) in a process of its own, runs
+every measurement in a fresh subprocess of this virtualenv's Python (``bench/worker.py``,
+or ``python -c`` for imports, or uvicorn for the chat app), checks every answer, and writes
+``docs/benchmarks.md`` and ``docs/benchmarks.png`` (``bench/report.py``) plus the raw
+figures to ``build/bench/results.json``.
+
+On a machine with two or more CPUs the model server runs on CPU 0 and the process being
+measured on CPU 1, so the two do not take turns on one core.
+
+``python bench/run.py --figures loop,stream`` measures only those figures and prints them
+(docs/ is only rewritten by a full run, so the page always comes from one run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import select
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import report, tasks  # noqa: E402
+from bench.contenders import CONTENDERS, IN_PROCESS, PEERS, post_chat  # noqa: E402
+
+PY = sys.executable
+RESULTS = ROOT / "build" / "bench" / "results.json"
+FIGURES = ("cold", "loop", "parallel", "stream", "memory", "docs", "research")
+
+RUNS = {"cold": 15, "loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
+WARMUP = {"loop": 3, "parallel": 1, "stream": 2, "docs": 0}
+PEER_COLD_RUNS = 5
+APP_COLD_RUNS = 9
+WORKER_TIMEOUT_S = 240
+RESEARCH_TIMEOUT_S = 600
+
+SERVER_CPU, MEASURED_CPU = (0, 1) if len(os.sched_getaffinity(0)) >= 2 else (None, None)
+
+# Nothing may leave the machine: no proxy for loopback, no framework telemetry.
+QUIET_ENV = {
+    "NO_PROXY": "127.0.0.1,localhost",
+    "no_proxy": "127.0.0.1,localhost",
+    "OPENAI_AGENTS_DISABLE_TRACING": "1",
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "DO_NOT_TRACK": "1",
+    "AGENTLOOP_AUTH_MODE": "none",
+    "PYTHONWARNINGS": "ignore",
+}
+DROPPED_ENV = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "GROQ_API_KEY",
+    "GROQ_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "AGENTLOOP_SECRET_ID",
+    "PYTHONPATH",
+)
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+    env.update(QUIET_ENV)
+    env.update(extra)
+    return env
+
+
+def pinned(cpu: int | None) -> Callable[[], None] | None:
+    if cpu is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def model_server() -> Iterator[str]:
+    process = subprocess.Popen(
+        [PY, str(ROOT / "bench" / "llm_server.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env=base_env(),
+        text=True,
+        preexec_fn=pinned(SERVER_CPU),
+    )
+    try:
+        assert process.stdout is not None
+        url = json.loads(process.stdout.readline())["url"]
+        yield url
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_get_ok(port: int, path: str) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(
+                f"GET {path} HTTP/1.1\r\nhost: bench\r\nconnection: close\r\n\r\n".encode()
+            )
+            return sock.recv(64).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+class App:
+    """The chat app under uvicorn, started the way run.sh starts it on Lambda."""
+
+    def __init__(self, server: str, target: str = "chat_app:app") -> None:
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
+        self.started = time.perf_counter()
+        command = [PY, "-m", "uvicorn", "--app-dir", "functions/chat", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), "--no-access-log", target]
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=base_env(GROQ_BASE_URL=server, GROQ_API_KEY="bench-key"),
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+            preexec_fn=pinned(MEASURED_CPU),
+        )
+
+    def wait_ready(self, timeout: float = 60) -> float:
+        """Seconds from spawn until GET /healthz answered 200."""
+        deadline = time.perf_counter() + timeout
+        while not http_get_ok(self.port, "/healthz"):
+            if self.process.poll() is not None or time.perf_counter() > deadline:
+                raise RuntimeError(f"the chat app did not start: {self.log_tail()}")
+            time.sleep(0.002)
+        return time.perf_counter() - self.started
+
+    def log_tail(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-400:]
+
+    def peak_rss_mb(self) -> float:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        line = next(x for x in status.splitlines() if x.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+def chat(port: int, task: str, run_id: str) -> tuple[str, float]:
+    """One POST /chat from this process; (answer, seconds)."""
+    import asyncio
+
+    body = json.dumps(
+        {
+            "messages": [{"role": "user", "content": tasks.prompt(task, run_id)}],
+            "tools": list(tasks.TOOL_NAMES.get(task, ())),
+            "max_iterations": 20,
+        }
+    ).encode()
+    started = time.perf_counter()
+    answer, _ = asyncio.run(post_chat("127.0.0.1", port, body))
+    return answer, time.perf_counter() - started
+
+
+def worker(
+    spec: dict[str, Any], env: dict[str, str] | None = None, cpu: int | None = MEASURED_CPU
+) -> dict[str, Any]:
+    """Run bench/worker.py in a fresh process; a crash becomes a failed result."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        spec = {**spec, "out": out.name}
+        try:
+            done = subprocess.run(
+                [PY, "-m", "bench.worker", json.dumps(spec)],
+                cwd=ROOT,
+                env=env or base_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=WORKER_TIMEOUT_S,
+                preexec_fn=pinned(cpu),
+            )
+        except subprocess.TimeoutExpired:
+            return {"runs": [{"ok": False, "why": f"timed out after {WORKER_TIMEOUT_S} s"}]}
+        text = Path(out.name).read_text()
+        if done.returncode != 0 or not text:
+            tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
+            why = f"worker exited {done.returncode}: {tail[0][:200]}"
+            return {"runs": [{"ok": False, "why": why}]}
+        result: dict[str, Any] = json.loads(text)
+        return result
+
+
+# -- figures ---------------------------------------------------------------------------------
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def outcome(result: dict[str, Any], *fields: str) -> dict[str, Any]:
+    """Medians (with min–max) of each field over the runs, or why the contender failed."""
+    runs = result.get("runs", [])
+    failed = [r for r in runs if not r.get("ok")]
+    if failed or not runs:
+        why = failed[0]["why"] if failed else "no runs"
+        return {"ok": False, "why": why, "runs": len(runs)}
+    out: dict[str, Any] = {"ok": True, "runs": len(runs)}
+    for name in fields:
+        values = [r[name] for r in runs if name in r]
+        if values:
+            out[name] = summary(values)
+    return out
+
+
+IMPORT_ROWS = {
+    "sdk-groq": ("import groq", "groq"),
+    "sdk-openai": ("import openai", "openai"),
+    "agentloop-app": (CONTENDERS["agentloop-app"].imports, "groq"),
+    "agentloop-groq": (CONTENDERS["agentloop-groq"].imports, "groq"),
+    "agentloop-openai": (CONTENDERS["agentloop-openai"].imports, "openai"),
+    **{key: (CONTENDERS[key].imports, "openai") for key in PEERS},
+}
+FEW_COLD_RUNS = ("agentloop-openai", *PEERS)
+"""Rows off the cold-start target imported only ``PEER_COLD_RUNS`` times (they are slow)."""
+
+
+def time_import(code: str) -> tuple[float, float]:
+    """(ms the imports took inside the process, ms from spawn until they were done)."""
+    child = (
+        "import time as _t\n_s = _t.perf_counter()\n"
+        + code
+        + "\nimport sys as _y\n_y.stdout.write('%.3f\\n' % ((_t.perf_counter() - _s) * 1000))"
+        + "\n_y.stdout.flush()\n"
+    )
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [PY, "-c", child],
+        cwd=ROOT,
+        env=base_env(PYTHONPATH=str(ROOT / "functions" / "chat")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=pinned(MEASURED_CPU),
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    ready = (time.perf_counter() - started) * 1000
+    _, err = process.communicate(timeout=60)
+    if process.returncode != 0 or not line:
+        raise RuntimeError(err.decode(errors="replace").strip().splitlines()[-1])
+    return float(line), ready
+
+
+def fig_cold(server: str) -> dict[str, Any]:
+    """Imports in fresh processes, round-robin (so a slow spell of a shared machine hits
+    every row alike): the SDK and agentloop rows ``RUNS["cold"]`` times, the frameworks
+    (slow to import) ``PEER_COLD_RUNS`` times."""
+    rows: dict[str, Any] = {}
+    samples: dict[str, list[tuple[float, float]]] = {key: [] for key in IMPORT_ROWS}
+    for key, (code, _) in IMPORT_ROWS.items():
+        try:
+            time_import(code)  # compiles bytecode, warms the page cache: not kept
+        except Exception as exc:  # an import that fails is a row that says so
+            rows[key] = {"ok": False, "why": str(exc)[:200], "code": code}
+    for round_ in range(RUNS["cold"]):
+        for key, (code, _) in IMPORT_ROWS.items():
+            if key in rows or (key in FEW_COLD_RUNS and round_ >= PEER_COLD_RUNS):
+                continue
+            samples[key].append(time_import(code))
+    for key, (code, provider) in IMPORT_ROWS.items():
+        if key in rows:
+            continue
+        base = samples[f"sdk-{provider}"]
+        mine = samples[key]
+        rows[key] = {
+            "ok": True,
+            "code": code,
+            "runs": len(mine),
+            "import_ms": summary([s[0] for s in mine]),
+            "ready_ms": summary([s[1] for s in mine]),
+            # Round by round (each round imports every row back to back), then the median.
+            "import_ratio": statistics.median(
+                a[0] / b[0] for a, b in zip(mine, base, strict=False)
+            ),
+            "ready_ratio": statistics.median(a[1] / b[1] for a, b in zip(mine, base, strict=False)),
+        }
+        say(f"  cold start {key:<16} {rows[key]['import_ms']['median']:8.1f} ms import")
+    # The chat app as Lambda Web Adapter starts it: spawn -> /healthz -> first answer; and
+    # the same for the least app on the bare SDK (bench/floor_app.py), turn about.
+    apps = {"app-uvicorn": "chat_app:app", "floor-app-uvicorn": "bench.floor_app:app"}
+    timings: dict[str, list[tuple[float, float]]] = {key: [] for key in apps}
+    try:
+        for i in range(APP_COLD_RUNS + 1):
+            for key, target in apps.items():
+                app = App(server, target)
+                try:
+                    ready = app.wait_ready()
+                    answer, _ = chat(app.port, "ping", f"cold{i}{key.replace('-', '')}")
+                    total = time.perf_counter() - app.started
+                finally:
+                    app.stop()
+                if answer != tasks.expected_answer("ping"):
+                    raise RuntimeError(f"{target}: the first answer was {answer[:80]!r}")
+                if i:  # the first start compiles bytecode: not kept
+                    timings[key].append((ready * 1000, total * 1000))
+        groq_ready = statistics.median(s[1] for s in samples["sdk-groq"])
+        floor = timings["floor-app-uvicorn"]
+        for key in apps:
+            mine = timings[key]
+            rows[key] = {
+                "ok": True,
+                "runs": len(mine),
+                "healthz_ms": summary([t[0] for t in mine]),
+                "first_answer_ms": summary([t[1] for t in mine]),
+                # vs spawn -> `import groq` done (not interleaved: medians), and vs the floor app
+                # (interleaved: the median of the start-by-start ratios).
+                "healthz_vs_sdk": statistics.median(t[0] for t in mine) / groq_ready,
+                "first_answer_vs_sdk": statistics.median(t[1] for t in mine) / groq_ready,
+                "healthz_vs_floor": statistics.median(
+                    a[0] / b[0] for a, b in zip(mine, floor, strict=True)
+                ),
+                "first_answer_vs_floor": statistics.median(
+                    a[1] / b[1] for a, b in zip(mine, floor, strict=True)
+                ),
+            }
+            say(f"  cold start {key:<18} healthz {rows[key]['healthz_ms']['median']:6.1f} ms")
+    except Exception as exc:
+        for key in apps:
+            rows[key] = {"ok": False, "why": str(exc)[:300]}
+    rows["breakdown"] = import_breakdown("import chat_app", after="import groq")
+    rows["startup_breakdown"] = import_breakdown(
+        "import uvicorn.main, chat_app\n"
+        "from agentloop.tools.builtin import default_registry\ndefault_registry()"
+    )
+    return rows
+
+
+def import_breakdown(code: str, after: str | None = None) -> list[dict[str, Any]]:
+    """What ``code`` imports (once ``after`` has run), by ``python -X importtime``: each
+    module imported at the top level with its cumulative ms and its heaviest direct imports.
+    A dependency is charged to the first module that imports it."""
+    done = subprocess.run(
+        [PY, "-X", "importtime", "-c", f"{after or ''}\n{code}"],
+        cwd=ROOT,
+        env=base_env(PYTHONPATH=str(ROOT / "functions" / "chat"), AGENTLOOP_AUTH_MODE="none"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    rows: list[tuple[float, int, str]] = []
+    for line in done.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) == 3 and parts[0].strip().isdigit():
+            name = parts[2].rstrip()
+            depth = (len(name) - len(name.lstrip())) // 2
+            rows.append((int(parts[1]) / 1000, depth, name.strip()))
+    if after is not None:  # -X importtime lists a module after its imports: skip through it
+        last = after.split()[-1]
+        rows = rows[next((i + 1 for i, r in enumerate(rows) if r[2] == last and r[1] == 0), 0) :]
+    out: list[dict[str, Any]] = []
+    children: list[tuple[float, str]] = []
+    for ms, depth, name in rows:
+        if depth == 1:
+            children.append((ms, name))
+        elif depth == 0:
+            top = sorted(children, reverse=True)[:6]
+            out.append({"module": name, "ms": ms, "children": [[n, m] for m, n in top]})
+            children = []
+    return sorted(out, key=lambda r: -r["ms"])[:6]
+
+
+class Pool:
+    """One ``bench/worker.py serve`` process per contender, all built up front; runs are
+    handed out one at a time, round-robin, so no contender gets the quiet minutes of a
+    shared machine and another the busy ones. Idle workers wait on a pipe (no CPU)."""
+
+    def __init__(self, server: str, places: dict[str, tuple[dict[str, str], int | None]]) -> None:
+        self.workers: dict[str, subprocess.Popen[str]] = {}
+        self.logs: dict[str, Any] = {}
+        self.failed: dict[str, str] = {}
+        for key, (env, cpu) in places.items():
+            self.logs[key] = tempfile.TemporaryFile()  # noqa: SIM115  (closed by close())
+            spec = {"mode": "serve", "contender": key, "server": server}
+            self.workers[key] = subprocess.Popen(
+                [PY, "-m", "bench.worker", json.dumps(spec)],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.logs[key],
+                text=True,
+                preexec_fn=pinned(cpu),
+            )
+        for key in list(self.workers):
+            answer = self._read(key, WORKER_TIMEOUT_S)
+            if answer is not None and not answer.get("ready"):
+                self._fail(key, answer.get("why", "did not start"))
+
+    def _fail(self, key: str, why: str) -> None:
+        self.failed[key] = why
+        process = self.workers.pop(key)
+        process.kill()
+        process.wait()
+
+    def _read(self, key: str, timeout: float) -> dict[str, Any] | None:
+        process = self.workers[key]
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], timeout)
+        line = process.stdout.readline() if ready else ""
+        if not line:
+            self.logs[key].seek(0)
+            tail = self.logs[key].read().decode(errors="replace").strip().splitlines()
+            why = "timed out" if not ready else f"exited: {(tail or ['?'])[-1][:200]}"
+            self._fail(key, why)
+            return None
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def run(self, key: str, task: str, run_id: str) -> dict[str, Any]:
+        if key in self.failed:
+            return {"ok": False, "why": self.failed[key]}
+        process = self.workers[key]
+        assert process.stdin is not None
+        process.stdin.write(json.dumps({"task": task, "run": run_id}) + "\n")
+        process.stdin.flush()
+        record = self._read(key, WORKER_TIMEOUT_S)
+        return record if record is not None else {"ok": False, "why": self.failed[key]}
+
+    def close(self) -> None:
+        for process in self.workers.values():
+            assert process.stdin is not None
+            process.stdin.close()
+        for process in self.workers.values():
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for log in self.logs.values():
+            log.close()
+
+
+FIELDS = ("ms", "calls", "prompt_tokens", "tool_phase_ms", "tool_span_ms", "first_text_ms")
+
+
+def fig_tasks(
+    server: str,
+    task: str,
+    keys: tuple[str, ...],
+    places: dict[str, tuple[dict[str, str], int | None]] | None = None,
+) -> dict[str, Any]:
+    """``task`` run by every contender in ``keys``: warm-up runs, then ``RUNS[task]`` rounds."""
+    where = {key: (base_env(), MEASURED_CPU) for key in keys} | (places or {})
+    pool = Pool(server, where)
+    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in keys}
+    try:
+        for key in keys:
+            for i in range(WARMUP[task]):
+                record = pool.run(key, task, f"{task}w{i}{key.replace('-', '')}")
+                if not record["ok"]:  # a contender that fails its warm-up fails the figure
+                    runs[key].append({**record, "why": f"warm-up: {record['why']}"})
+                    break
+        for round_ in range(RUNS[task]):
+            order = keys[round_ % len(keys) :] + keys[: round_ % len(keys)]
+            for key in order:
+                if runs[key] and not runs[key][-1]["ok"]:
+                    continue  # failed once: the row says why, it is not timed further
+                runs[key].append(pool.run(key, task, f"{task}r{round_}{key.replace('-', '')}"))
+    finally:
+        pool.close()
+    rows: dict[str, Any] = {}
+    for key in keys:
+        row = outcome({"runs": runs[key]}, *FIELDS, "reported_prompt_tokens")
+        rows[key] = row
+        if row["ok"]:
+            shown = {f: round(row[f]["median"], 1) for f in FIELDS if f in row}
+            say(f"  {task:<8} {key:<20} {shown}")
+        else:
+            say(f"  {task:<8} {key:<20} FAILED: {row['why']}")
+    return rows
+
+
+def fig_stream(server: str) -> dict[str, Any]:
+    app = App(server)
+    try:
+        app.wait_ready()
+    except Exception as exc:
+        app.stop()
+        rows = fig_tasks(server, "stream", IN_PROCESS)
+        rows["agentloop-app"] = {"ok": False, "why": str(exc)[:300]}
+        return rows
+    try:
+        # The app's HTTP client shares CPU 0 with the model server (idle between chunks);
+        # the app itself has CPU 1, where the in-process contenders run their turns.
+        env = base_env(BENCH_APP_URL=f"http://127.0.0.1:{app.port}")
+        return fig_tasks(
+            server,
+            "stream",
+            (*IN_PROCESS, "agentloop-app"),
+            {"agentloop-app": (env, SERVER_CPU)},
+        )
+    finally:
+        app.stop()
+
+
+def fig_memory(server: str) -> dict[str, Any]:
+    """Peak RSS of fresh processes. Timing does not matter here, so a contender's samples
+    run side by side (on every CPU) to keep the whole bench short."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rows: dict[str, Any] = {}
+    spec = {"mode": "memory", "server": server, "runs": 1}
+    with ThreadPoolExecutor(max_workers=max(1, len(os.sched_getaffinity(0)))) as threads:
+        for key in ("none", *IN_PROCESS):
+            one = {**spec, "contender": key}
+            results = list(threads.map(lambda s: worker(s, cpu=None), [one] * RUNS["memory"]))
+            runs = [(r.get("runs") or [{"ok": False, "why": "no result"}])[0] for r in results]
+            bad = [r["why"] for r in runs if not r["ok"]]
+            if bad:
+                rows[key] = {"ok": False, "why": bad[0]}
+                say(f"  memory   {key:<20} FAILED: {bad[0]}")
+                continue
+            samples = [r["max_rss_mb"] for r in results]
+            rows[key] = {"ok": True, "runs": len(samples), "rss_mb": summary(samples)}
+            say(f"  memory   {key:<20} {rows[key]['rss_mb']['median']:6.1f} MB")
+    # The deployed shape: uvicorn + chat app (with the bench tools), one 10-turn /chat.
+    samples = []
+    try:
+        for i in range(RUNS["memory"]):
+            app = App(server, "bench.chat_app_with_tools:app")
+            try:
+                app.wait_ready()
+                answer, _ = chat(app.port, "loop", f"mem{i}")
+                rss = app.peak_rss_mb()
+            finally:
+                app.stop()
+            if answer != tasks.expected_answer("loop"):
+                raise RuntimeError(f"answer {answer[:80]!r}")
+            samples.append(rss)
+        rows["agentloop-app"] = {"ok": True, "runs": len(samples), "rss_mb": summary(samples)}
+        say(f"  memory   {'agentloop-app':<20} {statistics.median(samples):6.1f} MB")
+    except Exception as exc:
+        rows["agentloop-app"] = {"ok": False, "why": str(exc)[:300]}
+    return rows
+
+
+def fig_docs(server: str) -> dict[str, Any]:
+    keys = ("agentloop-groq-full", "agentloop-groq", "floor-groq", "floor-openai", *PEERS)
+    rows = fig_tasks(server, "docs", keys)
+    check = worker({"mode": "compaction-check", "contender": "none", "server": server, "runs": 1})
+    rows["compaction.py"] = (
+        check if "off" in check else {"ok": False, "why": check["runs"][0]["why"]}
+    )
+    turns, chars = tasks.doc_shape()
+    rows["shape"] = {"turns": turns, "chars": chars}
+    return rows
+
+
+def fig_research() -> dict[str, Any]:
+    script = ROOT / "bench" / "research_throughput.py"
+    if not script.exists():
+        return {"ok": False, "why": "bench/research_throughput.py is missing"}
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [PY, str(script)],
+            cwd=ROOT,
+            env=base_env(),
+            capture_output=True,
+            text=True,
+            timeout=RESEARCH_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "why": f"bench/research_throughput.py ran over {RESEARCH_TIMEOUT_S} s"}
+    output = done.stdout.strip()
+    say("  " + "\n  ".join(output.splitlines()))
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"ok": False, "why": f"exited {done.returncode}: {tail[:300]}", "output": output}
+    return {"ok": True, "output": output, "seconds": time.perf_counter() - started}
+
+
+# -- the machine -----------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = ""
+    with contextlib.suppress(OSError, StopIteration):
+        line = next(
+            x for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal")
+        )
+        memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    names = (
+        "agentloop", "openai", "groq", "httpx", "pydantic", "starlette", "uvicorn",
+        "openai-agents", "pydantic-ai-slim", "smolagents", "strands-agents", "langgraph",
+        "langchain-core", "langchain-openai", "matplotlib",
+    )  # fmt: skip
+    versions = {}
+    for name in names:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    commit = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": memory,
+        "python": platform.python_version(),
+        "system": f"{platform.system()} {platform.release()}",
+        "versions": versions,
+        "commit": commit or "unknown",
+        "pinned": SERVER_CPU is not None,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--figures", default=",".join(FIGURES), help=",".join(FIGURES))
+    parser.add_argument("--report-only", action="store_true", help="re-render the last results")
+    args = parser.parse_args()
+    chosen = [f.strip() for f in args.figures.split(",") if f.strip()]
+    if unknown := set(chosen) - set(FIGURES):
+        parser.error(f"unknown figures: {sorted(unknown)}")
+    full = set(chosen) == set(FIGURES)
+
+    if args.report_only:
+        results = json.loads(RESULTS.read_text())
+    else:
+        started = time.perf_counter()
+        results = {"machine": machine(), "figures": {}}
+        say(f"make bench: {results['machine']['cpu']}, {results['machine']['cores']} cores")
+        with model_server() as server:
+            steps: dict[str, Callable[[], dict[str, Any]]] = {
+                "cold": lambda: fig_cold(server),
+                "loop": lambda: fig_tasks(server, "loop", IN_PROCESS),
+                "parallel": lambda: fig_tasks(server, "parallel", IN_PROCESS),
+                "stream": lambda: fig_stream(server),
+                "memory": lambda: fig_memory(server),
+                "docs": lambda: fig_docs(server),
+                "research": fig_research,
+            }
+            for name in chosen:
+                say(f"[{name}]")
+                figure_started = time.perf_counter()
+                results["figures"][name] = steps[name]()
+                say(f"[{name}: {time.perf_counter() - figure_started:.0f} s]")
+        results["seconds"] = time.perf_counter() - started
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        saved = RESULTS if full else RESULTS.with_name("results-partial.json")
+        saved.write_text(json.dumps(results, indent=1))
+    page = report.markdown(results)
+    print()
+    print(page)
+    if full or (args.report_only and set(results["figures"]) == set(FIGURES)):
+        (ROOT / "docs" / "benchmarks.md").write_text(page)
+        report.chart(results, ROOT / "docs" / "benchmarks.png")
+        say("wrote docs/benchmarks.md and docs/benchmarks.png")
+    failures = report.failures(results)
+    for line in failures:
+        say(f"FAILED: {line}")
+    # A framework that fails is reported, not fatal; agentloop failing its own tasks is.
+    return 1 if any(line.startswith("agentloop") for line in failures) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
