@@ -135,8 +135,6 @@ class Agentloop(Contender):
     compaction = True
 
     async def start(self, base_url: str) -> None:
-        import os
-
         from agentloop.chat import ChatContext, handle_chat
         from agentloop.config import AgentConfig
         from agentloop.events import Done, TextDelta
@@ -205,7 +203,6 @@ class AgentloopApp(Contender):
     note = "functions/chat/chat_app.py under uvicorn, reached over loopback HTTP"
 
     async def start(self, base_url: str) -> None:
-        import os
         from urllib.parse import urlsplit
 
         url = urlsplit(os.environ["BENCH_APP_URL"])

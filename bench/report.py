@@ -129,7 +129,7 @@ def cold(page: Page, fig: dict[str, Any]) -> None:
         code = "; ".join(row.get("code", "?").splitlines())  # exactly what was timed
         name = COLD_LABELS.get(key, label(key))
         if not row.get("ok"):
-            rows.append([name, f"`{code}`", failed_note(row), "", "", "", ""])
+            rows.append([name, f"`{code}`", "", failed_note(row), "", "", "", ""])
             continue
         target = ""
         if key == "agentloop-app":
@@ -144,6 +144,7 @@ def cold(page: Page, fig: dict[str, Any]) -> None:
             [
                 name,
                 f"`{code}`",
+                str(row["runs"]),
                 cell(row, "import_ms"),
                 f"{row['import_ratio']:.2f}×",
                 cell(row, "ready_ms"),
@@ -160,7 +161,7 @@ def cold(page: Page, fig: dict[str, Any]) -> None:
             "`uvicorn chat_app:app`" if key == "app-uvicorn" else "`uvicorn bench.floor_app:app`"
         )
         if not app.get("ok"):
-            rows.append([f"{what} under uvicorn", target_app, failed_note(app), "", "", "", ""])
+            rows.append([f"{what} under uvicorn", target_app, "", failed_note(app), "", "", "", ""])
             continue
         health_target = first_target = ""
         vs_floor = ""
@@ -179,6 +180,7 @@ def cold(page: Page, fig: dict[str, Any]) -> None:
             [
                 f"{what}: spawn → `/healthz` 200",
                 target_app,
+                str(app["runs"]),
                 "",
                 "",
                 cell(app, "healthz_ms"),
@@ -190,6 +192,7 @@ def cold(page: Page, fig: dict[str, Any]) -> None:
             [
                 f"{what}: spawn → first `/chat` answered",
                 f"{target_app} + one request",
+                str(app["runs"]),
                 "",
                 "",
                 cell(app, "first_answer_ms"),
@@ -201,6 +204,7 @@ def cold(page: Page, fig: dict[str, Any]) -> None:
         [
             "",
             "imports",
+            "runs",
             "import, ms",
             "× SDK alone",
             "spawn → ready, ms",
@@ -242,8 +246,9 @@ def loop(page: Page, fig: dict[str, Any]) -> None:
         "against the scripted server answering at once, in-process, in one event loop after "
         "warm-up runs (a warm container); wall time per run. Everything streams. The floor is "
         "the hand-written loop on the same SDK (`bench/floor_groq.py`, `bench/floor_openai.py`); "
-        "the frameworks use the openai SDK, so they are compared with its floor. *Per call* is "
-        "(run − floor) / model calls.",
+        "the frameworks use the openai SDK, so they are compared with its floor. The contenders "
+        "take turns run by run; *× floor* is the median of the run-by-run ratios to the floor's "
+        "run of the same round. *Per call* is (median run − median floor run) / model calls.",
         "",
     )
     peer_medians = [med(fig.get(k, {}), "ms") for k in PEERS]
@@ -255,6 +260,8 @@ def loop(page: Page, fig: dict[str, Any]) -> None:
             continue
         base = fig.get(floor_of(key), {})
         ms, floor_ms = med(row, "ms"), med(base, "ms")
+        paired = row.get("ms_ratio")
+        shown_ratio = f"{paired:.2f}×" if paired is not None else ratio(ms, floor_ms)
         calls = med(row, "calls") or 1
         per_call = (
             "—"
@@ -263,17 +270,15 @@ def loop(page: Page, fig: dict[str, Any]) -> None:
         )
         target = ""
         if key.startswith("agentloop") and ms is not None and floor_ms is not None:
-            r = ms / floor_ms
+            r = paired if paired is not None else ms / floor_ms
             beaten = [p for p in peer_medians if p is not None and p <= ms]
             ok = r <= LOOP_TARGET and not beaten and all(p is not None for p in peer_medians)
             target = page.target(
                 f"loop overhead ({label(key)}): ≤ {LOOP_TARGET}× floor, below every framework",
-                f"{r:.2f}× floor; {len(beaten)} framework(s) at or below it",
+                f"{r:.3f}× floor; {len(beaten)} framework(s) at or below it",
                 ok,
             )
-        rows.append(
-            [label(key), cell(row, "ms"), ratio(ms, floor_ms), f"{calls:.0f}", per_call, target]
-        )
+        rows.append([label(key), cell(row, "ms"), shown_ratio, f"{calls:.0f}", per_call, target])
     page.table(
         ["", "ms per run", "× floor", "model calls", "per call vs floor, ms", "target"], rows
     )
@@ -523,7 +528,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"- **Machine:** {m['cpu']}, {m['cores']} cores, {m['memory']}; {m['system']}; "
         f"Python {m['python']}"
         + (
-            "; the model server pinned to CPU 0, the measured process to CPU 1"
+            "; the model server and the measured process pinned to separate CPUs"
             if m["pinned"]
             else ""
         ),

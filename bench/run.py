@@ -2,13 +2,14 @@
 """``make bench``: agentloop next to the bare SDKs and other agent frameworks, in one run.
 
 Starts the scripted model server (``bench/llm_server.py``) in a process of its own, runs
-every measurement in a fresh subprocess of this virtualenv's Python (``bench/worker.py``,
-or ``python -c`` for imports, or uvicorn for the chat app), checks every answer, and writes
+every measurement in subprocesses of this virtualenv's Python (``bench/worker.py``: one
+process per contender for the task figures, a fresh one per sample for memory; ``python -c``
+for imports; uvicorn for the chat app), checks every answer, and writes
 ``docs/benchmarks.md`` and ``docs/benchmarks.png`` (``bench/report.py``) plus the raw
 figures to ``build/bench/results.json``.
 
-On a machine with two or more CPUs the model server runs on CPU 0 and the process being
-measured on CPU 1, so the two do not take turns on one core.
+On a machine with two or more CPUs the model server runs on the first and the process being
+measured on the second, so the two do not take turns on one core.
 
 ``python bench/run.py --figures loop,stream`` measures only those figures and prints them
 (docs/ is only rewritten by a full run, so the page always comes from one run).
@@ -45,14 +46,15 @@ PY = sys.executable
 RESULTS = ROOT / "build" / "bench" / "results.json"
 FIGURES = ("cold", "loop", "parallel", "stream", "memory", "docs", "research")
 
-RUNS = {"cold": 15, "loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
+RUNS = {"loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
 WARMUP = {"loop": 3, "parallel": 1, "stream": 2, "docs": 0}
 PEER_COLD_RUNS = 5
 APP_COLD_RUNS = 9
 WORKER_TIMEOUT_S = 240
 RESEARCH_TIMEOUT_S = 600
 
-SERVER_CPU, MEASURED_CPU = (0, 1) if len(os.sched_getaffinity(0)) >= 2 else (None, None)
+_CPUS = sorted(os.sched_getaffinity(0))
+SERVER_CPU, MEASURED_CPU = (_CPUS[0], _CPUS[1]) if len(_CPUS) >= 2 else (None, None)
 
 # Nothing may leave the machine: no proxy for loopback, no framework telemetry.
 QUIET_ENV = {
@@ -266,8 +268,9 @@ IMPORT_ROWS = {
     "agentloop-openai": (CONTENDERS["agentloop-openai"].imports, "openai"),
     **{key: (CONTENDERS[key].imports, "openai") for key in PEERS},
 }
-FEW_COLD_RUNS = ("agentloop-openai", *PEERS)
-"""Rows off the cold-start target imported only ``PEER_COLD_RUNS`` times (they are slow)."""
+COLD_ROUNDS = {"sdk-groq": 31, "agentloop-app": 31, "agentloop-groq": 7, "sdk-openai": 7}
+"""How many times each row is imported: the two rows of the target most often (the machine's
+speed drifts, so their ratio needs many pairs), the frameworks (slow) ``PEER_COLD_RUNS``."""
 
 
 def time_import(code: str) -> tuple[float, float]:
@@ -298,8 +301,7 @@ def time_import(code: str) -> tuple[float, float]:
 
 def fig_cold(server: str) -> dict[str, Any]:
     """Imports in fresh processes, round-robin (so a slow spell of a shared machine hits
-    every row alike): the SDK and agentloop rows ``RUNS["cold"]`` times, the frameworks
-    (slow to import) ``PEER_COLD_RUNS`` times."""
+    every row alike), each ``COLD_ROUNDS`` times."""
     rows: dict[str, Any] = {}
     samples: dict[str, list[tuple[float, float]]] = {key: [] for key in IMPORT_ROWS}
     for key, (code, _) in IMPORT_ROWS.items():
@@ -307,9 +309,9 @@ def fig_cold(server: str) -> dict[str, Any]:
             time_import(code)  # compiles bytecode, warms the page cache: not kept
         except Exception as exc:  # an import that fails is a row that says so
             rows[key] = {"ok": False, "why": str(exc)[:200], "code": code}
-    for round_ in range(RUNS["cold"]):
+    for round_ in range(max(COLD_ROUNDS.values())):
         for key, (code, _) in IMPORT_ROWS.items():
-            if key in rows or (key in FEW_COLD_RUNS and round_ >= PEER_COLD_RUNS):
+            if key in rows or round_ >= COLD_ROUNDS.get(key, PEER_COLD_RUNS):
                 continue
             samples[key].append(time_import(code))
     for key, (code, provider) in IMPORT_ROWS.items():
@@ -516,6 +518,14 @@ def fig_tasks(
     rows: dict[str, Any] = {}
     for key in keys:
         row = outcome({"runs": runs[key]}, *FIELDS, "reported_prompt_tokens")
+        floor = "floor-groq" if CONTENDERS[key].provider == "groq" else "floor-openai"
+        if row["ok"] and floor in runs and not key.startswith("floor"):
+            # Run by run against the floor's run of the same round: the machine's speed
+            # drifts, so this is steadier than the ratio of the two medians.
+            pairs = zip(runs[key], runs[floor], strict=False)
+            ratios = [a["ms"] / b["ms"] for a, b in pairs if a.get("ok") and b.get("ok")]
+            if ratios:
+                row["ms_ratio"] = statistics.median(ratios)
         rows[key] = row
         if row["ok"]:
             shown = {f: round(row[f]["median"], 1) for f in FIELDS if f in row}
