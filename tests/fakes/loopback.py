@@ -48,7 +48,9 @@ class LoopbackServer:
         """Bind a free port ourselves (so it is known at once) and serve until :meth:`stop`."""
         if self._thread is not None:
             return self
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP (not 0): asyncio then sets TCP_NODELAY on accepted connections, so a
+        # reused keep-alive connection does not wait ~40 ms for a delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
