@@ -77,6 +77,9 @@ def service_from_env() -> ChatService:
     if secret_id:
         names = load_provider_keys(read_secret(secret_id))
         logger.info("provider keys loaded from the secret", extra={"keys": names})
+    if os.environ.get("AGENTLOOP_METRICS", "on") != "off":
+        # Import now, in Lambda's init phase, not while the first request's done is pending.
+        import aws_lambda_powertools.metrics  # noqa: F401
     mode = auth_mode_from_env(os.environ)
     authenticate: Authenticate = _allow_anyone
     if mode == "bearer":

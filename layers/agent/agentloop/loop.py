@@ -175,7 +175,8 @@ class AgentLoop:
             stop = self._should_stop()
             if stop is not None:
                 break
-            plan = self._plan_call(final=False)
+            view = self._view()  # built once per turn: it is compacted and measured
+            plan = self._plan_call(view, final=False)
             if isinstance(plan, str):
                 stop = plan
                 break
@@ -185,7 +186,7 @@ class AgentLoop:
                 TurnStart(iteration=self.iterations, budget_remaining=limits.budget.root.remaining)
             )
             try:
-                turn = await self._call_with_compaction("auto", max_tokens, timeout)
+                turn = await self._call_with_compaction(view, "auto", max_tokens, timeout)
             except _Cancelled as cancelled:
                 return self._end_early("cancelled", str(cancelled), "the run was cancelled")
             except ProviderError as exc:
@@ -229,13 +230,15 @@ class AgentLoop:
         chars = len(json.dumps(wire, ensure_ascii=False)) + self._tool_chars
         return chars, self.limits.budget.estimate_tokens(chars)
 
-    def _plan_call(self, *, final: bool) -> tuple[int, float] | Literal["budget", "deadline"]:
+    def _plan_call(
+        self, wire: list[dict[str, Any]], *, final: bool
+    ) -> tuple[int, float] | Literal["budget", "deadline"]:
         """Output-token cap and timeout for the next call, or the limit that forbids it.
 
         An ordinary turn must leave the final answer its token reserve and its
         ``deadline_reserve_s`` of time; the final answer may use both.
         """
-        _, prompt = self._estimate_prompt(self._view())
+        _, prompt = self._estimate_prompt(wire)
         available = self.limits.budget.available(final=final)
         max_tokens = min(self.config.max_output_tokens, available - prompt)
         if max_tokens < MIN_OUTPUT_TOKENS:
@@ -313,19 +316,23 @@ class AgentLoop:
         )
         return turn
 
-    def _view(self, settings: CompactionSettings | None = None) -> list[dict[str, Any]]:
+    def _view(self) -> list[dict[str, Any]]:
         """What the model is sent: the compacted view of the history, or all of it."""
         if not self.config.compaction:
             return self._wire
-        return compact_view(self._wire, settings or self._compaction)
+        return compact_view(self._wire, self._compaction)
 
     async def _call_with_compaction(
-        self, tool_choice: Literal["auto", "none"], max_tokens: int, time_limit: float
+        self,
+        view: list[dict[str, Any]],
+        tool_choice: Literal["auto", "none"],
+        max_tokens: int,
+        time_limit: float,
     ) -> ModelTurn:
         """A turn's call; if the provider says the context is too long, compact harder and
         try once more."""
         try:
-            return await self._call_model(self._view(), tool_choice, max_tokens, time_limit)
+            return await self._call_model(view, tool_choice, max_tokens, time_limit)
         except ProviderError as exc:
             if exc.kind != "context_length" or exc.partial_text:
                 raise
@@ -482,7 +489,7 @@ class AgentLoop:
             "what you have gathered so far, and say briefly what is still missing."
         )
         wire = [*self._view(), *to_wire([instruction])]
-        plan = self._plan_call(final=True)
+        plan = self._plan_call(wire, final=True)
         if isinstance(plan, str):
             return None
         max_tokens, timeout = plan
