@@ -886,6 +886,7 @@
     }
 
     answerText() {
+      this.flush(); // text still waiting for its render frame is part of the answer too
       return this.main.text();
     }
   }
