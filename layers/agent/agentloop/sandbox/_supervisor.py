@@ -8,9 +8,16 @@ with a scrubbed environment, in a session of its own. Why a separate process:
 * It makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): a grandchild that
   calls ``setsid()`` leaves the process group, but when its parent dies it is re-parented here
   instead of to init, so it is still found (as a descendant in ``/proc``) and killed.
-* It applies the rlimits in the forked child before ``exec`` (no ``preexec_fn`` in the
-  threaded parent) and enforces the wall-clock limit itself, then kills every descendant and
-  reports what happened on a private pipe.
+* It makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): a process of the same uid
+  that is not root can then no longer open its ``/proc`` entries (environ, mem, fd) nor
+  ptrace it, so the program cannot write a report through ``/proc/<ppid>/fd``.
+* It applies the rlimits, ``no_new_privs`` and the cgroups in the forked child before
+  ``exec`` (no ``preexec_fn`` in the threaded parent) and enforces the wall-clock limit
+  itself, then kills every descendant and reports what happened on a private pipe.
+
+Liveness is judged per thread group, not by the leader's state: a process whose main thread
+ended with a raw ``exit`` syscall is listed as a zombie while its other threads run on, and
+it is alive until ``/proc/<pid>/task`` holds no live thread.
 
 This file is also imported by the runner (for :func:`kill_descendants`), so it must only use
 the standard library: it runs with ``-S``, without site-packages or the agentloop package.
@@ -29,15 +36,23 @@ from collections.abc import Callable
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+# In an argv that bwrap runs, replaced by the fd number of a pipe holding the seccomp filter.
+SECCOMP_FD = "@seccomp-fd@"
 
 # Signals that mean "stop now": the runner cancels with SIGTERM, and a runner that dies sends
 # SIGTERM through PR_SET_PDEATHSIG.
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 WATCHED = frozenset({signal.SIGCHLD, *STOP_SIGNALS})
 
-# How often the process count is checked where RLIMIT_NPROC does not bite (root).
+# How often processes and memory are counted where no kernel limit binds (root without a
+# pids cgroup; no memory cgroup).
 PROCESS_POLL_S = 0.05
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def prctl(option: int, value: int) -> bool:
@@ -104,8 +119,33 @@ def _entry(pid: int) -> tuple[int, str, int] | None:
         return None
 
 
-def _is_alive(state: str) -> bool:
-    return state not in ("Z", "X")
+def _task_states(pid: int) -> list[str]:
+    """The state of every thread of ``pid`` (empty once it is gone)."""
+    states: list[str] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return states
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                data = f.read()
+            states.append(data[data.rindex(b")") + 2 :].split()[0].decode("ascii", "replace"))
+        except (OSError, ValueError, IndexError):
+            continue
+    return states
+
+
+def is_alive(pid: int, state: str) -> bool:
+    """Whether ``pid``'s thread group still runs: a zombie leader may have live threads."""
+    if state not in ("Z", "X"):
+        return True
+    return any(task not in ("Z", "X") for task in _task_states(pid))
+
+
+def live_tasks(pid: int) -> int:
+    """Live threads of ``pid``: what ``RLIMIT_NPROC`` and a pids cgroup count."""
+    return sum(1 for task in _task_states(pid) if task not in ("Z", "X"))
 
 
 def _kill(pid: int, still_ours: Callable[[tuple[int, str, int]], bool]) -> None:
@@ -161,7 +201,7 @@ def kill_descendants(
             reap(statuses)
         table = process_table()
         below = descendants(root, table)
-        alive = [pid for pid in below if _is_alive(table[pid][1])]
+        alive = [pid for pid in below if is_alive(pid, table[pid][1])]
         # The reaper is done when nothing is left below it; another caller when nothing lives.
         finished = not below if statuses is not None else not alive
         if finished or time.monotonic() > deadline:
@@ -195,7 +235,7 @@ def kill_session(sid: int, *, timeout_s: float = 2.0) -> set[int]:
         alive = [
             pid
             for pid, (_, state, session) in table.items()
-            if session == sid and pid != me and _is_alive(state)
+            if session == sid and pid != me and is_alive(pid, state)
         ]
         if not alive or time.monotonic() > deadline:
             return signalled
@@ -206,9 +246,28 @@ def kill_session(sid: int, *, timeout_s: float = 2.0) -> set[int]:
         time.sleep(0.002)
 
 
-def count_live(root: int) -> int:
+def survivors(root: int) -> list[int]:
+    """Descendants of ``root`` whose thread group still runs."""
     table = process_table()
-    return sum(1 for pid in descendants(root, table) if _is_alive(table[pid][1]))
+    return [pid for pid in descendants(root, table) if is_alive(pid, table[pid][1])]
+
+
+def count_live(root: int) -> int:
+    return len(survivors(root))
+
+
+def tree_usage(root: int) -> tuple[int, int]:
+    """Live tasks (threads included) and resident bytes of every process below ``root``."""
+    tasks = 0
+    resident = 0
+    for pid in descendants(root, process_table()):
+        tasks += live_tasks(pid)
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                resident += int(f.read().split()[1]) * PAGE_SIZE
+        except (OSError, ValueError, IndexError):
+            continue
+    return tasks, resident
 
 
 def uid_task_count(uid: int) -> int:
@@ -234,12 +293,46 @@ def uid_task_count(uid: int) -> int:
 # ---- the child --------------------------------------------------------------------------------
 
 
+def install_seccomp(program: bytes) -> None:
+    """Load a BPF filter (``struct sock_filter[]``) for this process and what it runs."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+
+
+def _with_seccomp(config: dict[str, Any]) -> list[str]:
+    """The argv to exec, with the seccomp filter installed here or handed to bwrap."""
+    argv: list[str] = list(config["argv"])
+    program = bytes.fromhex(config.get("seccomp") or "")
+    if SECCOMP_FD in argv:  # bwrap applies it to the program, after its own set-up
+        read, write = os.pipe()
+        os.write(write, program)
+        os.close(write)
+        os.set_inheritable(read, True)
+        return [str(read) if arg == SECCOMP_FD else arg for arg in argv]
+    if program:
+        install_seccomp(program)
+    return argv
+
+
 def _exec_code(config: dict[str, Any]) -> None:
-    """In the forked child: own group, death with the supervisor, rlimits, then exec."""
+    """In the forked child: cgroups, own group, death with the supervisor, rlimits, exec."""
     try:
+        for procs in config.get("cgroup_procs", ()):
+            with open(procs, "w") as f:  # before anything is started: the whole tree is in it
+                f.write(str(os.getpid()))
         os.setpgid(0, 0)
         # If the supervisor is killed (by the code itself, say), the program dies with it.
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        # No set-uid binary or file capability can raise the program's privileges.
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)  # Python ignores them; exec would keep that
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -251,33 +344,55 @@ def _exec_code(config: dict[str, Any]) -> None:
             if current_hard != resource.RLIM_INFINITY:  # never ask for more than allowed
                 soft, hard = min(soft, current_hard), min(hard, current_hard)
             resource.setrlimit(limit, (soft, hard))
-        os.execve(config["argv"][0], config["argv"], dict(os.environ))
+        argv = _with_seccomp(config)
+        os.execve(argv[0], argv, dict(os.environ))
     except BaseException as exc:
         os.write(2, f"sandbox: could not start the program: {exc!r}\n".encode())
     os._exit(127)
 
 
-def _nproc_limit(max_processes: int) -> tuple[int, int] | None:
-    """RLIMIT_NPROC for the code: the tasks this uid already has, plus the allowance."""
+def _nproc_limit(config: dict[str, Any]) -> tuple[int, int] | None:
+    """RLIMIT_NPROC for the code, or None where it cannot bind.
+
+    It counts the tasks of the code's real uid. The runner passes a fixed value when the
+    code gets a uid of its own (namespaces, as root); otherwise it is the tasks this uid
+    already has plus the allowance, and root, which it does not bind, gets none.
+    """
+    allowance = int(config["max_processes"]) + 1 + int(config.get("helpers", 0))
+    if config.get("nproc_own_uid"):
+        return allowance, allowance
     if os.geteuid() == 0:
-        return None  # root is exempt from RLIMIT_NPROC: the supervisor counts instead
-    soft = uid_task_count(os.getuid()) + max_processes
+        return None
+    soft = uid_task_count(os.getuid()) + allowance
     _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
     return soft, soft
 
 
+def _over_limit(me: int, config: dict[str, Any]) -> str | None:
+    """The polled limits, where no kernel limit binds: tasks, and memory of the whole tree."""
+    tasks, resident = tree_usage(me)
+    allowed = int(config["max_processes"]) + 1 + int(config.get("helpers", 0))
+    if config.get("poll_tasks") and tasks > allowed:
+        return "process_limit"
+    cap = config.get("poll_memory_bytes")
+    if cap and resident > int(cap):
+        return "memory_limit"
+    return None
+
+
 def supervise(config: dict[str, Any]) -> dict[str, Any]:
     """Run the code under the limits of ``config``; what happened, as a JSON-able dict."""
     me = os.getpid()
     subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1)
-    max_processes = int(config["max_processes"])
     rlimits: dict[str, list[int]] = dict(config["rlimits"])
-    nproc = _nproc_limit(max_processes)
+    nproc = _nproc_limit(config)
     if nproc is not None:
         rlimits["RLIMIT_NPROC"] = list(nproc)
-    poll = None if nproc is not None else PROCESS_POLL_S
+    else:
+        config = {**config, "poll_tasks": True}  # root: count the tasks instead
+    polled = bool(config.get("poll_tasks") or config.get("poll_memory_bytes"))
 
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     started = time.monotonic()
@@ -295,18 +410,19 @@ def supervise(config: dict[str, Any]) -> dict[str, Any]:
         if remaining <= 0:
             stopped_by = "timeout"
             break
-        info = signal.sigtimedwait(WATCHED, min(remaining, poll) if poll else remaining)
+        wait = min(remaining, PROCESS_POLL_S) if polled else remaining
+        info = signal.sigtimedwait(WATCHED, wait)
         if info is not None and info.si_signo in STOP_SIGNALS:
             stopped_by = "cancelled"
             break
         reap(statuses)
-        if poll and pid not in statuses and count_live(me) > max_processes:
-            stopped_by = "process_limit"
+        if polled and pid not in statuses and (over := _over_limit(me, config)):
+            stopped_by = over
             break
     ended = time.monotonic()
 
     # Whatever still runs once the program has exited was left behind on purpose or not.
-    leftovers = count_live(me) if stopped_by is None else 0
+    leftovers = max(0, count_live(me) - int(config.get("helpers", 0))) if stopped_by is None else 0
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
     kill_descendants(me, statuses=statuses)
@@ -324,6 +440,9 @@ def supervise(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    # First of all: no other process of this uid (the program) may read or write our /proc
+    # entries - the report pipe in /proc/self/fd above all - or ptrace us.
+    prctl(PR_SET_DUMPABLE, 0)
     config = json.loads(argv[1])
     report_fd = int(config["report_fd"])
     os.set_inheritable(report_fd, False)  # the code must not be able to forge the report

@@ -6,28 +6,20 @@ and the sandbox Lambda function calls it for the ``lambda`` backend.
 The process tree::
 
     runner (this process: the agent, or the sandbox function)
-      └── supervisor   python -I -S -B _supervisor.py   scrubbed env, new session, subreaper
-            └── code   python -I -B -u -X faulthandler main.py   own group, rlimits, nice 10
+      └── supervisor   python -I -S -B _supervisor.py   scrubbed env, new session, subreaper,
+            │                                           not dumpable
+            └── code   python -I -B -u -X faulthandler main.py   own group, rlimits, nice 10,
+                       no_new_privs; with ``namespaces`` isolation under bwrap (see
+                       :mod:`agentloop.sandbox.isolation`), in a cgroup of its own where one
+                       can be made (:mod:`agentloop.sandbox.cgroups`)
 
-What holds (see docs/tools.md, "execute_code", for the full table):
-
-* a fresh temporary working directory, removed afterwards (whatever the code wrote in it);
-* an environment of fixed values only (PATH, LANG, HOME, TMPDIR, PYTHONDONTWRITEBYTECODE,
-  MALLOC_ARENA_MAX) - never this process's variables - and a direct parent (the supervisor)
-  whose environment is the same;
-* rlimits on CPU time, address space, file size, open files, core dumps and processes;
-  RLIMIT_NPROC counts every task of the real uid and does not apply to root, so where it
-  cannot bite (root) the supervisor counts the code's processes itself and stops the run;
-* a wall-clock limit, after which the code's group and every descendant (including ones that
-  called ``setsid``: the supervisor is their subreaper) are killed; the same sweep runs when
-  the program exits, so nothing outlives the call;
-* stdout and stderr read while the program runs, keeping the head and tail within caps and
-  decoding as UTF-8 with replacement.
-
-What does not hold: the code runs as the same uid as this process, so it can read whatever
-this uid can (files, and ``/proc/<pid>/environ`` of this process, which is the reason the
-deployed chat function sends code to the sandbox function instead), send signals to this
-uid's processes, use the network, and write in world-writable places such as ``/tmp``.
+What holds, and on which backend, is in docs/tools.md ("execute_code"). In short: the
+program sees a fixed environment and a fresh working directory; it is bound by rlimits, a
+wall-clock limit and a cap on the memory and tasks of its whole tree (a cgroup, or polled by
+the supervisor); when it ends, every descendant - judged alive by its threads, not by its
+leader's state - is killed; output is read while it runs, within caps. The supervisor's
+report is believed only when the supervisor exited by itself with status 0. Without
+``namespaces`` the program runs as this process's uid and can read what that uid can.
 """
 
 from __future__ import annotations
@@ -47,7 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentloop.sandbox import _supervisor
+from agentloop.sandbox import _supervisor, cgroups, seccomp
+from agentloop.sandbox.isolation import Isolation, interpreter, namespace_argv
 from agentloop.sandbox.models import RunOutcome, SandboxLimits
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
@@ -171,6 +164,7 @@ def _notes(
     exit_code: int | None,
     stderr: str,
     captures: list[_Capture],
+    oom_kills: int = 0,
 ) -> list[str]:
     """Plain-language reasons, so the model knows which limit it hit and what to change."""
     notes: list[str] = []
@@ -178,6 +172,11 @@ def _notes(
         notes.append(f"Stopped: the program ran past the {limits.timeout_s:g} s time limit.")
     elif stopped_by == "process_limit":
         notes.append(f"Stopped: the program started more than {limits.max_processes} processes.")
+    elif stopped_by == "memory_limit":
+        notes.append(
+            f"Stopped: the program's processes together used more than the "
+            f"{limits.memory_mb} MB memory limit."
+        )
     elif stopped_by == "cancelled":
         notes.append("Stopped: the run was cancelled.")
     elif stopped_by == "supervisor_lost":
@@ -200,6 +199,11 @@ def _notes(
             )
         else:
             notes.append(f"Killed by {name}.")
+    if oom_kills:
+        notes.append(
+            f"{oom_kills} process(es) were killed because the program's processes together "
+            f"used more than the {limits.memory_mb} MB memory limit."
+        )
     if "MemoryError" in stderr:
         notes.append(f"The program ran out of memory: the limit is {limits.memory_mb} MB.")
     if "File too large" in stderr:
@@ -236,14 +240,17 @@ def run_python(
     *,
     tmp_root: str | os.PathLike[str] | None = None,
     cancel: threading.Event | None = None,
+    isolation: Isolation | None = None,
 ) -> RunOutcome:
     """Run ``code`` as a Python program under ``limits``; blocks until it and its tree are gone.
 
     ``tmp_root`` is where the work dir is made (default: the system's temp dir); ``cancel``
-    stops the run early, as cleanly as a timeout.
+    stops the run early, as cleanly as a timeout; ``isolation`` is how the program is
+    isolated (None: ``unisolated``, as in the sandbox function, whose whole environment is
+    the boundary).
     """
     if not sys.platform.startswith("linux"):
-        raise SandboxError("the local code sandbox needs Linux (/proc, prctl, pidfd)")
+        raise SandboxError("the code sandbox needs Linux (/proc, prctl, pidfd)")
     if not sys.executable:
         raise SandboxError("no Python interpreter path (sys.executable) to run code with")
     try:
@@ -252,18 +259,59 @@ def run_python(
         raise SandboxError(f"could not create a work directory: {exc}") from exc
     try:
         Path(workdir, CODE_FILE).write_text(code, encoding="utf-8")
-        return _run_in(workdir, limits, cancel)
+        return _run_in(workdir, limits, cancel, isolation or Isolation("unisolated"))
     finally:
         _remove_tree(workdir)
 
 
-def _run_in(workdir: str, limits: SandboxLimits, cancel: threading.Event | None) -> RunOutcome:
+def _program(workdir: str, limits: SandboxLimits, isolation: Isolation) -> tuple[list[str], bool]:
+    """The code's command line, and whether it runs as a uid of its own."""
+    python = [sys.executable, "-I", "-B", "-u", "-X", "faulthandler", CODE_FILE]
+    if isolation.mode != "namespaces":
+        return python, False
+    python[0] = interpreter()
+    argv, run_uid = namespace_argv(
+        isolation,
+        str(Path(workdir, CODE_FILE)),
+        python,
+        tmpfs_bytes=limits.memory_mb * 1024 * 1024,
+    )
+    return argv, run_uid is not None
+
+
+def _run_in(
+    workdir: str, limits: SandboxLimits, cancel: threading.Event | None, isolation: Isolation
+) -> RunOutcome:
+    memory = limits.memory_mb * 1024 * 1024
+    group = cgroups.create(memory, limits.max_processes + 1 + isolation.helpers)
+    try:
+        return _supervised(workdir, limits, cancel, isolation, group)
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def _supervised(
+    workdir: str,
+    limits: SandboxLimits,
+    cancel: threading.Event | None,
+    isolation: Isolation,
+    group: cgroups.RunCgroup | None,
+) -> RunOutcome:
+    argv, own_uid = _program(workdir, limits, isolation)
     report_r, report_w = os.pipe()
     config = {
-        "argv": [sys.executable, "-I", "-B", "-u", "-X", "faulthandler", CODE_FILE],
+        "argv": argv,
         "timeout_s": limits.timeout_s,
         "rlimits": _rlimits(limits),
         "max_processes": limits.max_processes,
+        "helpers": isolation.helpers,
+        "nproc_own_uid": own_uid,
+        "cgroup_procs": group.procs if group else [],
+        # Without a cgroup, the supervisor counts tasks and memory of the tree itself.
+        "poll_tasks": group is None,
+        "poll_memory_bytes": None if group else limits.memory_mb * 1024 * 1024,
+        "seccomp": (seccomp.program() or b"").hex(),
         "nice": CODE_NICE,
         "report_fd": report_w,
         "parent_pid": os.getpid(),
@@ -297,8 +345,6 @@ def _run_in(workdir: str, limits: SandboxLimits, cancel: threading.Event | None)
     try:
         runner_stop = _pump(proc, report_r, out, err, raw_report, limits, started, cancel)
     finally:
-        report = _parse_report(bytes(raw_report))
-        finished = "exit_code" in report
         # Normally a no-op (one scan of /proc); after a supervisor that was killed or stuck,
         # or one whose sweep missed something, it kills what is left from outside.
         _hard_stop(proc)
@@ -307,13 +353,17 @@ def _run_in(workdir: str, limits: SandboxLimits, cancel: threading.Event | None)
         proc.stdout.close()
         proc.stderr.close()
 
+    # Believed only from a supervisor that ended by itself with status 0: a program that
+    # wrote a report of its own and then killed the supervisor gets "supervisor_lost".
+    report = _parse_report(bytes(raw_report)) if proc.returncode == 0 else {}
+    finished = "exit_code" in report
     stopped_by = runner_stop or (report.get("stopped_by") if finished else "supervisor_lost")
     exit_code: int | None = report.get("exit_code") if finished else None
     stderr = err.text()
-    if finished and exit_code == 127 and "sandbox: could not start the program" in stderr:
-        raise SandboxError(stderr.strip())
+    _raise_if_not_started(finished, exit_code, stderr, isolation)
     run_s = report.get("run_s")
     duration = float(run_s) if isinstance(run_s, int | float) else time.monotonic() - started
+    oom_kills = group.oom_kills() if group else 0
     return RunOutcome(
         exit_code=exit_code,
         stdout=out.text(),
@@ -322,8 +372,20 @@ def _run_in(workdir: str, limits: SandboxLimits, cancel: threading.Event | None)
         duration_ms=round(duration * 1000),
         timed_out=stopped_by == "timeout",
         killed_by=_signal_name(-exit_code) if exit_code is not None and exit_code < 0 else None,
-        notes=_notes(limits, report, stopped_by, exit_code, stderr, [out, err]),
+        notes=_notes(limits, report, stopped_by, exit_code, stderr, [out, err], oom_kills),
     )
+
+
+def _raise_if_not_started(
+    finished: bool, exit_code: int | None, stderr: str, isolation: Isolation
+) -> None:
+    """A program that never started is the sandbox's failure, not an outcome."""
+    if not finished:
+        return
+    if exit_code == 127 and "sandbox: could not start the program" in stderr:
+        raise SandboxError(stderr.strip())
+    if isolation.mode == "namespaces" and exit_code == 1 and stderr.startswith("bwrap: "):
+        raise SandboxError(f"the namespace sandbox could not start: {stderr.strip()}")
 
 
 def _pump(

@@ -4,23 +4,34 @@ Besides running the event's code with :func:`~agentloop.sandbox.runner.run_pytho
 process cleans its execution environment around every run, because Lambda reuses it for the
 next invocation - which may carry another user's code:
 
+* it is non-dumpable, so a program (same uid, not root) cannot read its ``/proc`` entries
+  (environ, mem, fd) or ptrace it;
 * it is a child subreaper itself, so even a process that killed its supervisor stays below
   it, and every descendant is killed after the run;
+* it then *verifies* that nothing survived: no descendant whose thread group still runs, and
+  (where the uid is the sandbox's alone: on Lambda, or ``AGENTLOOP_SANDBOX_HOST_OWN_UID=1``)
+  no process of its uid that was not there when the environment started.
+  If something survived, or the check cannot be made, the environment is not reused: the
+  process logs why and exits with status 75, Lambda answers this invocation with a
+  ``Runtime.ExitError`` (the client says the run may be retried) and starts a fresh
+  environment for the next one - before a survivor could see the next event;
 * it empties the temp dir (on Lambda, ``/tmp`` holds nothing but what runs left there).
 
-Both are on by default only on Lambda (``AWS_LAMBDA_RUNTIME_API`` is set), where the process
-exists for nothing else; ``AGENTLOOP_SANDBOX_HOST_CLEANUP=1``/``0`` forces them on or off.
+All of it is on by default only on Lambda (``AWS_LAMBDA_RUNTIME_API`` is set), where the
+process exists for nothing else; ``AGENTLOOP_SANDBOX_HOST_CLEANUP=1``/``0`` forces it on or off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -32,6 +43,17 @@ from agentloop.sandbox.runner import SandboxError, run_python
 # answering must finish before Lambda's own timeout.
 SAFETY_MARGIN_S = 2.0
 MIN_RUN_S = 0.5
+# The exit status of a process that discards its execution environment (EX_TEMPFAIL).
+DISCARD_EXIT_STATUS = 75
+
+logger = logging.getLogger(__name__)
+
+
+def _discard(reason: str) -> NoReturn:
+    """End this process now, so that Lambda does not reuse the environment."""
+    print(f"agentloop sandbox: discarding this execution environment: {reason}", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(DISCARD_EXIT_STATUS)
 
 
 def _problems(exc: ValidationError) -> str:
@@ -40,12 +62,37 @@ def _problems(exc: ValidationError) -> str:
     )
 
 
-@dataclass(frozen=True)
+Identity = tuple[int, int]
+"""A process as ``(pid, start time)``: a reused pid is another process."""
+
+
+def _uid_processes(uid: int) -> set[Identity]:
+    """Every process of real uid ``uid`` whose thread group still runs."""
+    found: set[Identity] = set()
+    for pid, (_, state, _) in _supervisor.process_table().items():
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+                uid_line = next(line for line in f if line.startswith("Uid:"))
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                data = f.read()
+            start = int(data[data.rindex(b")") + 2 :].split()[19])
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+        if int(uid_line.split()[1]) == uid and _supervisor.is_alive(pid, state):
+            found.add((pid, start))
+    return found
+
+
+@dataclass
 class SandboxHost:
     """What the process hosting the runner does around each run (see the module docstring)."""
 
     contain: bool = False
     wipe_dir: str | None = None
+    discard: Callable[[str], NoReturn] = field(default=_discard, repr=False)
+    own_uid: bool = False
+    baseline: set[Identity] | None = field(default=None, repr=False)
+    subreaper: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SandboxHost:
@@ -54,17 +101,40 @@ class SandboxHost:
         enabled = flag == "1" if flag else "AWS_LAMBDA_RUNTIME_API" in env
         if not enabled:
             return cls()
-        return cls(contain=True, wipe_dir=tempfile.gettempdir())
+        own = env.get("AGENTLOOP_SANDBOX_HOST_OWN_UID", "").strip()
+        own_uid = own == "1" if own else "AWS_LAMBDA_RUNTIME_API" in env
+        return cls(contain=True, wipe_dir=tempfile.gettempdir(), own_uid=own_uid)
 
     def prepare(self) -> None:
-        """Once per process: adopt orphans from now on."""
-        if self.contain:
-            _supervisor.prctl(_supervisor.PR_SET_CHILD_SUBREAPER, 1)
+        """Once per process: not dumpable, adopt orphans, and note the runtime's processes."""
+        if not self.contain:
+            return
+        _supervisor.prctl(_supervisor.PR_SET_DUMPABLE, 0)
+        self.subreaper = _supervisor.prctl(_supervisor.PR_SET_CHILD_SUBREAPER, 1)
+        if self.own_uid and os.getuid() != 0:  # root's processes are the whole machine's
+            self.baseline = _uid_processes(os.getuid())
+
+    def survivors(self) -> list[str]:
+        """What is left of the runs: descendants, and (not root) new processes of this uid."""
+        me = os.getpid()
+        found = [f"descendant {pid}" for pid in _supervisor.survivors(me)]
+        if self.baseline is not None:
+            new = _uid_processes(os.getuid()) - self.baseline
+            found += [f"process {pid}" for pid, _ in sorted(new) if pid != me]
+        elif not self.subreaper:
+            found.append("no subreaper and no baseline: survivors cannot be ruled out")
+        return found
 
     def clean(self) -> None:
-        """Kill every descendant of this process and empty the temp dir."""
+        """Kill every descendant, verify that nothing survived, and empty the temp dir.
+
+        Calls ``discard`` (which does not return) when survival cannot be ruled out.
+        """
         if self.contain:
             _supervisor.kill_descendants(os.getpid(), statuses={})
+            left = self.survivors()
+            if left:
+                self.discard(f"{len(left)} left after the run: {', '.join(left[:5])}")
         if self.wipe_dir:
             _empty_dir(self.wipe_dir)
 
