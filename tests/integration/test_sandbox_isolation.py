@@ -87,9 +87,14 @@ def processes_mentioning(marker: str) -> list[int]:
 
 
 def run_cgroups() -> list[str]:
+    """The run cgroups that exist now, where the runner makes them."""
+    from agentloop.sandbox.cgroups import _mounts, _own_paths
+
+    own = _own_paths()
     found = []
-    for base in Path("/sys/fs/cgroup").rglob("agentloop-run-*") if IS_ROOT else ():
-        found.append(str(base))
+    for key, mount in _mounts().items():
+        parent = mount / own.get(key, "/").lstrip("/")
+        found += [str(p) for p in parent.glob("agentloop-run-*")]
     return found
 
 
@@ -136,9 +141,14 @@ def _local_user(driver: Driver) -> Run:
 
 
 def _local_root(code: str, **limits: Any) -> dict[str, Any]:
+    before = set(run_cgroups())
     outcome = run_python(code, SandboxLimits(**limits), isolation=namespaces()).model_dump()
     json.dumps(outcome)
-    assert run_cgroups() == []
+    # The run's cgroup is gone (others may come and go meanwhile: another test run's).
+    deadline = time.monotonic() + 5
+    while set(run_cgroups()) - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert set(run_cgroups()) - before == set()
     return outcome
 
 
