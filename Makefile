@@ -18,8 +18,22 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install the project with its dev tools
 
-test: $(STAMP) chromium ## run every test (the browser tests need Chromium: installed as root)
+test: $(STAMP) chromium bwrap ## run every test (Chromium and bubblewrap are installed as root)
 	$(BIN)/python -m pytest
+
+# ---- code isolation: execute_code runs local programs under bubblewrap (Debian's bubblewrap,
+# about 150 kB). Missing, it is installed when running as root; otherwise the isolation tests
+# skip and say so, and `make dev` leaves execute_code out unless AGENTLOOP_SANDBOX_ISOLATION
+# says unisolated (docs/tools.md).
+.PHONY: bwrap
+bwrap: ## make sure bubblewrap is there for execute_code's isolation (apt-get install as root)
+	@if ! command -v bwrap >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian's bubblewrap for execute_code's isolation (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap \
+	    >/dev/null || exit 1; \
+	fi
+	@command -v bwrap >/dev/null 2>&1 || echo "note: bubblewrap (bwrap) is not installed: \
+	execute_code's isolation tests will skip, and make dev will not offer execute_code"
 
 # ---- browser tests: tests/e2e drive Debian's Chromium through Playwright for Python --------
 # Playwright's own browser download is never used; Chromium comes from Debian's packages
@@ -93,7 +107,7 @@ PORT ?= 8000
 AGENTLOOP_AUTH_MODE ?= none
 export AGENTLOOP_AUTH_MODE
 
-dev: $(STAMP) ## serve the chat app on http://127.0.0.1:$(PORT) (keys from the environment)
+dev: $(STAMP) bwrap ## serve the chat app on http://127.0.0.1:$(PORT) (keys from the environment)
 	$(BIN)/python -m uvicorn --app-dir functions/chat --host 127.0.0.1 --port $(PORT) chat_app:app
 
 # The sample events carry "Bearer local-dev-token": make invoke checks it like the deployed app.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import time
@@ -30,6 +31,7 @@ from agentloop.auth import AuthError, AuthMode, auth_mode_from_env, bearer_auth_
 from agentloop.chat import ChatContext, handle_chat
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.events import Done, Event, ToolCallStart
+from agentloop.host_check import HostCheckMiddleware, allowed_hosts_from_env, describe_hosts
 from agentloop.http_api import (
     HttpError,
     InvocationInfo,
@@ -43,9 +45,11 @@ from agentloop.http_api import (
 )
 from agentloop.limits import CancelToken
 from agentloop.openai_api import CompletionRequest, CompletionStream, collect_completion
+from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.secret_store import load_provider_keys, read_secret
 from agentloop.sse import sse_frames
 from agentloop.tools.builtin import default_registry
+from agentloop.tools.execute_code import execute_code_mode
 from agentloop.tools.registry import ToolRegistry
 
 logger = logging.getLogger("agentloop.chat_app")
@@ -64,6 +68,8 @@ class ChatService:
     auth_mode: AuthMode
     limits: RequestLimits = field(default_factory=RequestLimits)
     heartbeat_s: float = 10.0
+    execute_code: str = "not configured"
+    """Where execute_code runs and how it is isolated, or why it is off (see /healthz)."""
     on_finish: list[Callable[[Done, InvocationInfo], None]] = field(default_factory=list)
 
 
@@ -86,11 +92,15 @@ def service_from_env() -> ChatService:
         authenticate = bearer_auth_from_env(os.environ).check
     elif mode == "none":
         logger.warning("AGENTLOOP_AUTH_MODE=none: anyone who can reach this URL can use it")
+    tools = default_registry()
+    execute_code = execute_code_mode() if "execute_code" in tools.names else "off"
+    logger.info("execute_code: %s", execute_code)
     return ChatService(
         config=AgentConfig.from_env(),
-        tools=default_registry(),
+        tools=tools,
         authenticate=authenticate,
         auth_mode=mode,
+        execute_code=execute_code,
     )
 
 
@@ -182,9 +192,9 @@ async def read_body(request: Request, limits: RequestLimits) -> bytes:
     return b"".join(chunks)
 
 
-def authenticate(service: ChatService, request: Request) -> None:
+def authenticate(service: ChatService, request: Request) -> str | None:
     try:
-        service.authenticate(request.headers.get("authorization"))
+        return service.authenticate(request.headers.get("authorization"))
     except AuthError as exc:
         raise HttpError(exc.status, "unauthorized", exc.message, headers=exc.headers) from exc
     except ConfigurationError as exc:  # the token store itself could not be read
@@ -192,12 +202,43 @@ def authenticate(service: ChatService, request: Request) -> None:
         raise HttpError(503, "configuration_error", "authentication is unavailable") from exc
 
 
-def _context(service: ChatService, info: InvocationInfo) -> ChatContext:
+def caller_id(service: ChatService, who: str | None, request: Request) -> str:
+    """The authenticated caller as a short non-secret id: execute_code's sandbox tenant.
+
+    bearer: the matching token's id; iam: the signer's ARN from the Function URL's request
+    context; none: one shared "anonymous" (docs/deploy.md, "Tenant isolation").
+    """
+    if service.auth_mode == "bearer" and who:
+        return f"bearer:{who}"
+    if service.auth_mode == "iam":
+        return f"iam:{_iam_caller(request) or 'unknown'}"
+    return "anonymous"
+
+
+def _iam_caller(request: Request) -> str | None:
+    """``requestContext.authorizer.iam.userArn`` as Lambda Web Adapter forwards it.
+
+    The adapter's value is the last ``x-amzn-request-context`` (older adapters append theirs
+    after one a caller may have sent; newer ones replace it), so the last one is read.
+    """
+    values = request.headers.getlist("x-amzn-request-context")
+    try:
+        context = json.loads(values[-1]) if values else None
+    except ValueError:
+        return None
+    authorizer = context.get("authorizer") if isinstance(context, dict) else None
+    iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
+    arn = iam.get("userArn") if isinstance(iam, dict) else None
+    return arn if isinstance(arn, str) and arn else None
+
+
+def _context(service: ChatService, info: InvocationInfo, caller: str) -> ChatContext:
     return ChatContext(
         config=service.config,
         tools=service.tools,
         deadline=info.deadline,
         request_id=info.request_id,
+        extras={SANDBOX_TENANT_KEY: caller},
     )
 
 
@@ -259,7 +300,7 @@ async def chat(request: Request) -> Response:
     """``POST /chat``: the native protocol, an SSE stream of agent events."""
     service = _service(request)
     try:
-        authenticate(service, request)
+        who = authenticate(service, request)
         body = await read_body(request, service.limits)
         chat_request = parse_chat_request(
             body,
@@ -271,7 +312,7 @@ async def chat(request: Request) -> Response:
     except HttpError as exc:
         return error_response(exc)
     info = invocation_info(request.headers)
-    context = _context(service, info)
+    context = _context(service, info, caller_id(service, who, request))
     events = observed(handle_chat(chat_request, context), service, info)
     headers = {**_STREAM_HEADERS, "x-request-id": info.request_id}
     return EventStreamResponse(sse_frames(events, service.heartbeat_s), context.cancel, headers)
@@ -281,7 +322,7 @@ async def chat_completions(request: Request) -> Response:
     """``POST /v1/chat/completions``: the same agent behind OpenAI's protocol."""
     service = _service(request)
     try:
-        authenticate(service, request)
+        who = authenticate(service, request)
         body = await read_body(request, service.limits)
         raw = read_json(body, request.headers.get("content-type"), service.limits)
         check_message_limits(raw, service.limits)
@@ -291,7 +332,7 @@ async def chat_completions(request: Request) -> Response:
     except HttpError as exc:
         return error_response(exc)
     info = invocation_info(request.headers)
-    context = _context(service, info)
+    context = _context(service, info, caller_id(service, who, request))
     model = chat_request.model or service.config.default_model
     completion_id = f"chatcmpl-{info.request_id}"
     events = observed(handle_chat(chat_request, context), service, info)
@@ -323,8 +364,8 @@ async def list_models(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    """Readiness for Lambda Web Adapter: the app is up once this answers."""
-    return JSONResponse({"status": "ok"})
+    """Readiness for Lambda Web Adapter, and which sandbox mode ``execute_code`` is in."""
+    return JSONResponse({"status": "ok", "execute_code": _service(request).execute_code})
 
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -375,13 +416,18 @@ def create_app(
             except ConfigurationError as exc:
                 logger.error("configuration error: %s", exc)
                 raise
+        logger.info(describe_hosts(allowed_hosts))
         yield
 
     origins = cors_origins
     if origins is None:
         raw = os.environ.get("AGENTLOOP_CORS_ORIGINS", "")
         origins = [o.strip() for o in raw.split(",") if o.strip()]
+    # Read when the app is made: off on Lambda unless AGENTLOOP_ALLOWED_HOSTS is set.
+    allowed_hosts = allowed_hosts_from_env(os.environ)
     middleware = []
+    if allowed_hosts is not None:  # first, so a refused request reaches nothing else
+        middleware.append(Middleware(HostCheckMiddleware, allowed=allowed_hosts))
     if origins:  # on AWS the Function URL answers CORS itself; this is for local servers
         middleware.append(
             Middleware(

@@ -9,7 +9,15 @@
 * a run past the function's timeout: the same, with ``errorType: Sandbox.Timedout`` and
   "Task timed out after N seconds";
 * service errors as JSON with the code in ``x-amzn-ErrorType`` (an unknown function is a 404
-  ``ResourceNotFoundException``, a throttle a 429 ``TooManyRequestsException``).
+  ``ResourceNotFoundException``, a throttle a 429 ``TooManyRequestsException``, ``not_ready``
+  the 502 ``ResourceNotReadyException`` of a VPC function gone Inactive);
+* tenant isolation: boto3 sends ``TenantId`` in the ``X-Amz-Tenant-Id`` header (botocore's
+  service model: ``location: header``). A function registered with ``per_tenant=True``
+  answers an invoke without one - and any other function an invoke with one - with a 400
+  ``InvalidParameterValueException``, as the Lambda troubleshooting guide describes; a
+  tenant id outside the documented 1-256 characters of ``[a-zA-Z0-9._:/=+-@ ]`` is refused
+  the same way. Each invocation records the tenant it carried, and the handler's context
+  has it as ``tenant_id``.
 
 Point boto3 at it with ``endpoint_url`` (and dummy credentials): nothing in boto3 is mocked.
 """
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import traceback
 import uuid
@@ -35,6 +44,14 @@ from tests.fakes.loopback import LoopbackServer
 Handler = Callable[[Any, Any], Any]
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
+TENANT_HEADER = "x-amz-tenant-id"
+# Invoke's TenantId in the Lambda API reference: length 1-256, this pattern.
+TENANT_ID = re.compile(r"[a-zA-Z0-9._:/=+\-@ ]{1,256}")
+# The message the troubleshooting guide quotes for both mismatches.
+TENANT_MISMATCH = (
+    "Tenant ID configuration not specified or passed to a function when tenant isolation "
+    "is not enabled."
+)
 
 
 @dataclass
@@ -45,6 +62,7 @@ class FakeContext:
     timeout_s: float
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     started: float = field(default_factory=time.monotonic)
+    tenant_id: str | None = None
 
     @property
     def invoked_function_arn(self) -> str:
@@ -59,6 +77,8 @@ class Invocation:
     function: str
     invocation_type: str
     event: Any
+    tenant: str | None = None
+    """The ``X-Amz-Tenant-Id`` header as received (None when absent)."""
 
 
 def _service_error(status: int, code: str, message: str, **extra: str) -> Response:
@@ -70,12 +90,14 @@ def _service_error(status: int, code: str, message: str, **extra: str) -> Respon
 
 
 class FakeLambda(LoopbackServer):
-    """Functions registered by name; ``throttle`` makes every invoke a 429."""
+    """Functions registered by name; ``throttle`` makes every invoke a 429, ``not_ready`` a 502."""
 
     def __init__(self) -> None:
         self.functions: dict[str, tuple[Handler, float]] = {}
+        self.per_tenant: set[str] = set()
         self.invocations: list[Invocation] = []
         self.throttle = False
+        self.not_ready = False
         super().__init__(
             Starlette(
                 routes=[
@@ -89,8 +111,15 @@ class FakeLambda(LoopbackServer):
             name="fake-lambda",
         )
 
-    def register(self, name: str, handler: Handler, *, timeout_s: float = 60.0) -> None:
+    def register(
+        self, name: str, handler: Handler, *, timeout_s: float = 60.0, per_tenant: bool = False
+    ) -> None:
+        """per_tenant: as if created with TenancyConfig PER_TENANT (invokes need a TenantId)."""
         self.functions[name] = (handler, timeout_s)
+        if per_tenant:
+            self.per_tenant.add(name)
+        else:
+            self.per_tenant.discard(name)
 
     async def _invoke(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -102,9 +131,23 @@ class FakeLambda(LoopbackServer):
                 "Rate Exceeded.",
                 Reason="ReservedFunctionConcurrentInvocationLimitExceeded",
             )
+        if self.not_ready:
+            return _service_error(
+                502,
+                "ResourceNotReadyException",
+                "The function is inactive and its VPC connection is no longer available. "
+                "Wait for the VPC connection to reestablish and try again.",
+            )
         if name not in self.functions:
             arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
             return _service_error(404, "ResourceNotFoundException", f"Function not found: {arn}")
+        tenant = request.headers.get(TENANT_HEADER)
+        if (tenant is None) == (name in self.per_tenant):
+            return _service_error(400, "InvalidParameterValueException", TENANT_MISMATCH)
+        if tenant is not None and not TENANT_ID.fullmatch(tenant):
+            return _service_error(
+                400, "InvalidParameterValueException", f"Invalid tenant id: {tenant!r}"
+            )
         try:
             event = json.loads(await request.body() or b"null")
         except ValueError:
@@ -113,9 +156,9 @@ class FakeLambda(LoopbackServer):
                 "InvalidRequestContentException",
                 "Could not parse request body into json: Unrecognized token",
             )
-        self.invocations.append(Invocation(name, invocation_type, event))
+        self.invocations.append(Invocation(name, invocation_type, event, tenant))
         handler, timeout_s = self.functions[name]
-        context = FakeContext(name, timeout_s)
+        context = FakeContext(name, timeout_s, tenant_id=tenant)
         headers = {"X-Amz-Executed-Version": "$LATEST", "x-amzn-RequestId": context.aws_request_id}
         try:
             async with asyncio.timeout(timeout_s):

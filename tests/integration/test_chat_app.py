@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from agentloop.auth import BearerAuth, hash_token
-from agentloop.config import AgentConfig
+from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.events import Done
 from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
@@ -28,6 +29,8 @@ from tests.sample_tools import echo, gate_tool, sleeper, until_deadline
 TOKEN = "al_test-token-123"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 USER = {"role": "user", "content": "What is the capital of France?"}
+# TestClient's default base URL, http://testserver, is not a Host the local app answers to.
+LOCAL = "http://127.0.0.1"
 
 
 def make_service(
@@ -52,7 +55,7 @@ def service() -> ChatService:
 
 @pytest.fixture
 def client(service: ChatService) -> Iterator[TestClient]:
-    with TestClient(create_app(service)) as test_client:
+    with TestClient(create_app(service), base_url=LOCAL) as test_client:
         yield test_client
 
 
@@ -71,7 +74,7 @@ def test_events_arrive_while_the_run_is_still_going(llm: ScriptedLLM, model: str
     app = create_app(make_service([gate_tool(gate)]))
     seen: list[str] = []
     with (
-        TestClient(app) as client,
+        TestClient(app, base_url=LOCAL) as client,
         client.stream(
             "POST",
             "/chat",
@@ -96,7 +99,7 @@ def test_events_arrive_while_the_run_is_still_going(llm: ScriptedLLM, model: str
 def test_heartbeats_keep_a_quiet_stream_alive(llm: ScriptedLLM) -> None:
     llm.script(Reply(tool_calls=[call("sleep", label="s", seconds=0.5)]), Reply(text="done"))
     app = create_app(make_service([sleeper([])], heartbeat_s=0.05))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         frames = stream_frames(client, {"messages": [USER], "model": "groq:m", "tools": ["sleep"]})
     kinds = [kind for kind, _ in frames]
     start, end = kinds.index("tool_call_start"), kinds.index("tool_call_result")
@@ -239,7 +242,7 @@ def test_bad_requests_get_precise_errors(
 
 def test_model_not_on_the_allowlist_is_refused(llm: ScriptedLLM) -> None:
     config = TEST_CONFIG.model_copy(update={"allowed_models": ("groq:*",)})
-    with TestClient(create_app(make_service(config=config))) as client:
+    with TestClient(create_app(make_service(config=config)), base_url=LOCAL) as client:
         response = client.post(
             "/chat", json={"messages": [USER], "model": "openai:gpt-4o"}, headers=AUTH
         )
@@ -268,7 +271,9 @@ def test_requests_without_a_valid_token_are_refused(
 
 
 def test_health_models_and_unknown_routes(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"status": "ok"}
+    health = client.get("/healthz").json()
+    assert health["status"] == "ok"
+    assert health["execute_code"] == "not configured"  # a service made by hand names no sandbox
     models = client.get("/v1/models", headers=AUTH).json()
     assert models["data"][0]["id"] == TEST_CONFIG.default_model
     missing = client.get("/nope")
@@ -283,7 +288,9 @@ def test_deadline_header_is_honoured(llm: ScriptedLLM) -> None:
     llm.script(Reply(tool_calls=[call("until_deadline", margin_s=2.9)]))
     llm.respond_with(lambda req: Reply(text="Answer before the deadline."))
     lambda_context = {"request_id": "req-123", "deadline": int((time.time() + 6.0) * 1000)}
-    with TestClient(create_app(make_service([until_deadline], config=config))) as client:
+    with TestClient(
+        create_app(make_service([until_deadline], config=config)), base_url=LOCAL
+    ) as client:
         frames = stream_frames(
             client,
             {"messages": [USER], "model": "groq:m", "tools": ["until_deadline"]},
@@ -453,7 +460,7 @@ def test_tokens_checked_against_the_secret(
     aws_secret: str, llm: ScriptedLLM, headers: dict[str, str], status: int
 ) -> None:
     llm.script(Reply(text="Authorised answer."))
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(), base_url=LOCAL) as client:
         response = client.post(
             "/chat", json={"messages": [USER], "model": "groq:m"}, headers=headers
         )
@@ -466,12 +473,88 @@ def test_tokens_checked_against_the_secret(
         assert llm.requests[0].headers["authorization"] == "Bearer key-from-secret"
 
 
+@pytest.fixture
+def no_bwrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """A machine without bubblewrap: PATH without bwrap, and the cached probe forgotten."""
+    from agentloop.sandbox.isolation import namespaces
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    namespaces.cache_clear()
+    yield
+    namespaces.cache_clear()
+
+
+def test_without_isolation_execute_code_is_not_offered(
+    aws_secret: str,
+    llm: ScriptedLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    no_bwrap: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("AGENTLOOP_AUTH_MODE", "none")
+    with caplog.at_level(logging.INFO), TestClient(create_app(), base_url=LOCAL) as client:
+        health = client.get("/healthz").json()
+        response = client.post(
+            "/chat", json={"messages": [USER], "model": "groq:m", "tools": ["execute_code"]}
+        )
+    assert health["execute_code"] == "off"
+    assert response.status_code == 422
+    assert "execute_code" in response.json()["error"]["message"]
+    assert llm.requests == []
+    logged = caplog.text
+    assert "execute_code is off" in logged
+    assert "bubblewrap is not installed" in logged
+    assert "AGENTLOOP_SANDBOX_ISOLATION=unisolated" in logged
+
+
+def test_unisolated_mode_only_when_named_and_said_so(
+    aws_secret: str,
+    monkeypatch: pytest.MonkeyPatch,
+    no_bwrap: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("AGENTLOOP_AUTH_MODE", "none")
+    monkeypatch.setenv("AGENTLOOP_SANDBOX_ISOLATION", "unisolated")
+    with caplog.at_level(logging.INFO), TestClient(create_app(), base_url=LOCAL) as client:
+        health = client.get("/healthz").json()
+    assert health["execute_code"].startswith("local, unisolated (the program can read")
+    assert "execute_code: local, unisolated" in caplog.text
+
+
+def test_explicit_namespaces_without_bwrap_stops_the_server(
+    aws_secret: str, monkeypatch: pytest.MonkeyPatch, no_bwrap: None
+) -> None:
+    monkeypatch.setenv("AGENTLOOP_AUTH_MODE", "none")
+    monkeypatch.setenv("AGENTLOOP_SANDBOX_ISOLATION", "namespaces")
+    app = create_app()
+    with (
+        pytest.raises(ConfigurationError, match="AGENTLOOP_SANDBOX_ISOLATION=namespaces"),
+        TestClient(app, base_url=LOCAL),
+    ):
+        pass
+
+
+def test_health_says_namespaces_where_bwrap_works(
+    aws_secret: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentloop.sandbox.isolation import IsolationUnavailable, namespaces
+
+    try:
+        namespaces()
+    except IsolationUnavailable as exc:
+        pytest.skip(f"no namespace isolation here: {exc}")
+    monkeypatch.setenv("AGENTLOOP_AUTH_MODE", "none")
+    with TestClient(create_app(), base_url=LOCAL) as client:
+        health = client.get("/healthz").json()
+    assert health["execute_code"].startswith("local, namespaces (bubblewrap: no network")
+
+
 def test_anonymous_access_only_when_configured(
     aws_secret: str, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AGENTLOOP_AUTH_MODE", "none")
     llm.script(Reply(text="Open answer."))
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(), base_url=LOCAL) as client:
         response = client.post("/chat", json={"messages": [USER], "model": "groq:m"})
     assert response.status_code == 200
     assert "Open answer." in response.text

@@ -469,3 +469,11 @@ def test_a_process_of_the_sandbox_uid_outside_the_tree_discards_the_environment(
             stray.send_signal(signal.SIGKILL)
             stray.wait()
         driver.close()
+
+
+def test_isolation_tests_run_on_ci() -> None:
+    """On CI (root, namespaces available, bubblewrap installed by make test) none may skip."""
+    if os.environ.get("CI") != "true" or not IS_ROOT:
+        pytest.skip("only CI, which runs as root, must have every isolation setup")
+    assert _namespaces_missing() is None
+    assert jail_available() is None

@@ -33,6 +33,7 @@ from agentloop.research.report import (
     transcript_json,
 )
 from agentloop.research.store import ResultStore
+from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,9 @@ class JobRunner:
             deadline=deadline or Deadline(),
             model_factory=self.model_factory,
             request_id=f"{job.id}:{message.execution_id}",
+            # execute_code's sandbox tenant: each job its own (job ids fit Lambda's TenantId),
+            # so code run for one job never shares an execution environment with another's.
+            extras={SANDBOX_TENANT_KEY: f"research:{job.id}"},
         )
         events: list[Event] = []
         started_at, start = self.clock(), time.monotonic()

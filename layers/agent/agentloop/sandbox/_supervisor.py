@@ -390,8 +390,8 @@ def supervise(config: dict[str, Any]) -> dict[str, Any]:
     nproc = _nproc_limit(config)
     if nproc is not None:
         rlimits["RLIMIT_NPROC"] = list(nproc)
-    else:
-        config = {**config, "poll_tasks": True}  # root: count the tasks instead
+    elif not config.get("cgroup_procs"):
+        config = {**config, "poll_tasks": True}  # root, no pids cgroup: count the tasks
     polled = bool(config.get("poll_tasks") or config.get("poll_memory_bytes"))
 
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)

@@ -4,8 +4,9 @@
 with its own PID, network, IPC, UTS and cgroup namespaces and a mount namespace that holds
 only a read-only view of the system (``/usr``, the interpreter's prefix, a few ``/etc``
 files), a private ``/proc``, a minimal ``/dev`` and size-capped tmpfs for ``/tmp``,
-``/dev/shm`` and the working directory ``/sandbox``. Nothing of the agent - its processes, its home, the project
-- is in that view, and there is no network but the namespace's own loopback. When bwrap's
+``/dev/shm`` and the working directory ``/sandbox``. Nothing of the agent - its processes,
+its home, the project - is in that view, and there is no network but the namespace's own
+loopback. When bwrap's
 namespace init dies, the kernel kills everything in the PID namespace.
 
 * As root, bwrap runs privileged (no user namespace) and ``setpriv`` drops the program to a
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
+from agentloop.config import ConfigurationError
 from agentloop.sandbox import seccomp
 from agentloop.sandbox._supervisor import SECCOMP_FD
 
@@ -229,12 +231,20 @@ def namespaces() -> Isolation:
 
 
 def resolve(setting: IsolationSetting) -> Isolation:
-    """The isolation for ``setting``; IsolationUnavailable when it cannot be had."""
+    """The isolation for ``setting``.
+
+    Raises IsolationUnavailable for ``auto`` where namespaces cannot be had (execute_code is
+    then left out) and ConfigurationError for ``namespaces`` (the server does not start).
+    """
     if setting == "unisolated":
         return Isolation("unisolated")
     try:
         return namespaces()
     except IsolationUnavailable as exc:
+        if setting == "namespaces":
+            raise ConfigurationError(
+                f"AGENTLOOP_SANDBOX_ISOLATION=namespaces, but this machine has none: {exc}"
+            ) from exc
         raise IsolationUnavailable(
             f"execute_code needs isolation on this machine and has none: {exc}. Install "
             "bubblewrap, or set AGENTLOOP_SANDBOX_ISOLATION=unisolated to run model-written "

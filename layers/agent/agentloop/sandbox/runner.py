@@ -478,12 +478,18 @@ def _hard_stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 async def run_python_async(
-    code: str, limits: SandboxLimits, *, tmp_root: str | os.PathLike[str] | None = None
+    code: str,
+    limits: SandboxLimits,
+    *,
+    tmp_root: str | os.PathLike[str] | None = None,
+    isolation: Isolation | None = None,
 ) -> RunOutcome:
     """:func:`run_python` off the event loop; cancelling the task stops the run."""
     cancel = threading.Event()
     try:
-        return await asyncio.to_thread(run_python, code, limits, tmp_root=tmp_root, cancel=cancel)
+        return await asyncio.to_thread(
+            run_python, code, limits, tmp_root=tmp_root, cancel=cancel, isolation=isolation
+        )
     except asyncio.CancelledError:
         cancel.set()  # the thread kills the tree within a poll interval and cleans up
         raise

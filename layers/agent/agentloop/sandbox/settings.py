@@ -2,7 +2,9 @@
 
 The backend defaults to ``lambda`` when ``AGENTLOOP_SANDBOX_FUNCTION`` names the sandbox
 function (the SAM template sets it on the chat function) and to ``local`` otherwise, so a
-laptop needs no setting and a deployment cannot forget one.
+laptop needs no setting and a deployment cannot forget one. The local backend is isolated
+with namespaces (``AGENTLOOP_SANDBOX_ISOLATION=auto``, the default, or ``namespaces``); where
+that is impossible it is not offered, unless the operator names ``unisolated``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentloop.config import ConfigurationError
-from agentloop.sandbox.backends import Backend, LambdaBackend, LocalBackend
+from agentloop.sandbox.backends import Backend, LambdaBackend, LocalBackend, Tenancy
+from agentloop.sandbox.isolation import IsolationSetting, resolve
 from agentloop.sandbox.models import SandboxLimits
 
 ENV_PREFIX = "AGENTLOOP_SANDBOX_"
@@ -37,6 +40,16 @@ class SandboxSettings(BaseModel):
     allow_local_on_lambda: bool = Field(
         default=False,
         description="Let the local backend run inside a Lambda function (never for the chat).",
+    )
+    isolation: IsolationSetting = Field(
+        default="auto",
+        description="Local backend: namespaces (auto: where bwrap works, else no execute_code), "
+        "or unisolated (the program runs with this server's user, files and network).",
+    )
+    tenancy: Tenancy = Field(
+        default="shared",
+        description="per_tenant: send each run's caller as the invoke's TenantId (the sandbox "
+        "function has Lambda tenant isolation; the template sets this).",
     )
 
     @model_validator(mode="after")
@@ -80,5 +93,13 @@ class SandboxSettings(BaseModel):
                 region=self.region,
                 endpoint_url=self.endpoint_url,
                 max_timeout_s=self.max_timeout_s,
+                tenancy=self.tenancy,
             )
-        return LocalBackend(self.tmp_root)
+        # IsolationUnavailable when the local backend cannot be isolated as asked.
+        return LocalBackend(self.tmp_root, isolation=resolve(self.isolation))
+
+    def describe(self) -> str:
+        """Which backend runs code, and how it is isolated: for the start-up log and /healthz."""
+        if self.backend == "lambda":
+            return f"lambda (the sandbox function; tenancy {self.tenancy})"
+        return f"local, {resolve(self.isolation).describe()}"

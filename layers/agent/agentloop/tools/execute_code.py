@@ -14,12 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.sandbox.models import MAX_CODE_CHARS
 from agentloop.sandbox.runner import SandboxError
 from agentloop.sandbox.settings import SandboxSettings
 from agentloop.tools.base import Tool, ToolContext, ToolError, tool
 
-__all__ = ["SandboxSettings", "execute_code_tool"]
+__all__ = ["SandboxSettings", "execute_code_mode", "execute_code_tool"]
 
 # Seconds kept back from the request's deadline (and added to the tool's own timeout) for
 # starting the run and bringing the outcome back: more when a Lambda call is involved.
@@ -37,6 +38,16 @@ DESCRIPTION = (
     "start and end are kept). A non-zero exit_code or a traceback is a normal result: read "
     "stderr, fix the program and run it again."
 )
+
+
+def execute_code_mode(settings: SandboxSettings | None = None) -> str:
+    """Where execute_code runs and how it is isolated, or why it is off: said at start-up."""
+    from agentloop.sandbox.isolation import IsolationUnavailable
+
+    try:
+        return (settings or SandboxSettings.from_env()).describe()
+    except IsolationUnavailable as exc:
+        return f"off: {exc}"
 
 
 def execute_code_tool(settings: SandboxSettings | None = None) -> Tool:
@@ -95,8 +106,12 @@ def execute_code_tool(settings: SandboxSettings | None = None) -> Tool:
                 hint="answer with what you have",
             )
         run_limits = limits.model_copy(update={"timeout_s": round(timeout, 1)})
+        # Who the run is for: with per-tenant isolation, the sandbox environment it may use.
+        tenant = ctx.extras.get(SANDBOX_TENANT_KEY)
         try:
-            outcome = await backend.run(args.code, run_limits)
+            outcome = await backend.run(
+                args.code, run_limits, tenant=tenant if isinstance(tenant, str) else None
+            )
         except SandboxError as exc:
             raise ToolError(exc.message, hint=exc.hint) from exc
         return outcome.model_dump(mode="json")
