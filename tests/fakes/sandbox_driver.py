@@ -8,7 +8,7 @@ environment):
   (``functions/sandbox/sandbox_handler.py``, host clean-up on);
 * ``{"op": "local", "code": ..., "limits": {...}}``: the local backend's runner with
   namespace isolation, as ``make dev`` runs it;
-* ``{"op": "whoami"}``: this process's pid and uid.
+* ``{"op": "whoami"}``: this process's pid and uid, and what its temp dir holds.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,8 @@ def serve() -> None:
             outcome = run_python(request["code"], limits, isolation=namespaces())
             answer = outcome.model_dump(mode="json")
         else:
-            answer = {"pid": os.getpid(), "uid": os.getuid()}
+            temp = tempfile.gettempdir()
+            answer = {"pid": os.getpid(), "uid": os.getuid(), "temp": sorted(os.listdir(temp))}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
 

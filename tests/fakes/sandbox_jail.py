@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -71,9 +72,13 @@ class Driver:
             **(env or {}),
         }
         self.jailed = os.geteuid() == 0
+        self.own_temp: str | None = None
         if self.jailed:  # the uid is the driver's alone, as on Lambda
             command = _jail_argv(uid) + command
             environ["AGENTLOOP_SANDBOX_HOST_OWN_UID"] = "1"
+        else:  # a temp dir of its own, which the handler may empty as it does /tmp on Lambda
+            self.own_temp = tempfile.mkdtemp(prefix="agentloop-driver-")
+            environ["TMPDIR"] = self.own_temp
         self.uid = uid if self.jailed else os.getuid()
         self.process = subprocess.Popen(
             command,
@@ -129,6 +134,8 @@ class Driver:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(timeout=10)
+        if self.own_temp:
+            shutil.rmtree(self.own_temp, ignore_errors=True)
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 with contextlib.suppress(OSError):

@@ -114,6 +114,9 @@ def user_driver() -> Iterator[Driver]:
 
 def _check_driver_clean(driver: Driver) -> None:
     assert driver.returncode is None, "".join(driver.stderr)
+    state = driver.call({"op": "whoami"})
+    assert state is not None
+    assert state["temp"] == [], "a run left files in the driver's temp dir"
     if driver.jailed:  # the uid is the driver's alone: nothing else may run under it
         assert uid_processes(driver.uid) == [driver.pid]
 
