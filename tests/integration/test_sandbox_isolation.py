@@ -258,29 +258,30 @@ def test_the_process_limit_binds_for_zombie_leaders(setup: tuple[str, Run]) -> N
 # ---- the supervisor, the runner and the agent are out of reach -----------------------------
 
 REACH = """
-import ctypes, json, os, socket
-report = {}
+import ctypes, json, os
+report = {"ancestors": [], "secret_seen": False}
 pid = os.getpid()
-ancestors = []
 while pid > 1:
     pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-    ancestors.append(pid)
-for pid in ancestors + [1]:
-    for entry in ("environ", "mem", "fd", "maps"):
+    report["ancestors"].append(pid)
+for pid in report["ancestors"] + [1]:
+    for entry in ("environ", "mem", "fd"):
         path = f"/proc/{pid}/{entry}"
         try:
             if entry == "fd":
-                report[path] = os.listdir(path)
+                data = " ".join(os.listdir(path)).encode()
             else:
                 with open(path, "rb") as f:
                     if entry == "mem":
                         f.seek(0x400000)
-                    report[path] = f.read(4096).decode("latin-1")
+                    data = f.read(1 << 20)
+            report[path] = "read"
+            report["secret_seen"] |= b"fake-provider-key" in data
         except OSError as exc:
             report[path] = type(exc).__name__
 libc = ctypes.CDLL(None, use_errno=True)
-report["ptrace"] = {pid: libc.ptrace(16, pid, 0, 0) for pid in ancestors}  # PTRACE_ATTACH
-for path in ("/root/.aws/credentials", os.path.expanduser("~/.aws/credentials"), "/etc/shadow"):
+report["ptrace"] = [libc.ptrace(16, pid, 0, 0) for pid in report["ancestors"]]  # ATTACH
+for path in ("/root/.aws/credentials", os.path.expanduser("~/.aws/credentials")):
     try:
         report[path] = open(path).read()
     except OSError as exc:
@@ -296,16 +297,14 @@ def test_code_cannot_read_or_trace_its_ancestors(setup: tuple[str, Run]) -> None
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert SECRET not in outcome["stdout"]
     report = json.loads(outcome["stdout"])
-    assert all(result == -1 for result in report["ptrace"].values()), report["ptrace"]
-    ancestors = {path.split("/")[2] for path in report if path.startswith("/proc/")}
+    assert report["secret_seen"] is False
+    assert all(result == -1 for result in report["ptrace"]), report["ptrace"]  # seccomp
     if name == "deployed":  # the supervisor and the handler are not dumpable
-        for path, value in report.items():
-            if path.endswith(("/environ", "/mem", "/fd")) and path != "/proc/1/environ":
-                assert value == "PermissionError", (path, value)
+        for pid in report["ancestors"][:2]:
+            for entry in ("environ", "mem", "fd"):
+                assert report[f"/proc/{pid}/{entry}"] == "PermissionError", (pid, entry, report)
     else:  # namespaces: the only other process is bwrap's init, with the fixed environment
-        assert ancestors == {"1"}
-        environ = report["/proc/1/environ"]
-        assert environ == "PermissionError" or environ.startswith("PATH=/usr/bin:/bin\0LANG=")
+        assert report["ancestors"] == [1]
 
 
 FORGE = """

@@ -156,6 +156,7 @@ def namespace_argv(
     args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]  # multiprocessing
     args += ["--perms", "1777", "--size", size, "--tmpfs", SANDBOX_DIR]
     args += ["--ro-bind", code_file, f"{SANDBOX_DIR}/main.py", "--chdir", SANDBOX_DIR]
+    args += ["--remount-ro", "/"]  # the new root is a tmpfs too: not a place to write
     if seccomp.program() is not None:
         args += ["--seccomp", SECCOMP_FD]  # the supervisor puts the filter in a pipe there
     args += ["--clearenv"]
