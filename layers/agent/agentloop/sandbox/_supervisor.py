@@ -358,9 +358,10 @@ def _nproc_limit(config: dict[str, Any]) -> tuple[int, int] | None:
     code gets a uid of its own (namespaces, as root); otherwise it is the tasks this uid
     already has plus the allowance, and root, which it does not bind, gets none.
     """
+    if config.get("nproc_own_uid"):  # bwrap's helpers run as root: only the program counts
+        own = int(config["max_processes"]) + 1
+        return own, own
     allowance = int(config["max_processes"]) + 1 + int(config.get("helpers", 0))
-    if config.get("nproc_own_uid"):
-        return allowance, allowance
     if os.geteuid() == 0:
         return None
     soft = uid_task_count(os.getuid()) + allowance
