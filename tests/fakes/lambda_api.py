@@ -172,6 +172,15 @@ class FakeLambda(LoopbackServer):
                 },
                 headers={**headers, "X-Amz-Function-Error": "Unhandled"},
             )
+        except SystemExit as exc:  # the runtime process exited: Lambda discards the environment
+            return JSONResponse(
+                {
+                    "errorType": "Runtime.ExitError",
+                    "errorMessage": f"RequestId: {context.aws_request_id} Error: "
+                    f"Runtime exited with error: exit status {exc.code}",
+                },
+                headers={**headers, "X-Amz-Function-Error": "Unhandled"},
+            )
         except Exception as exc:
             return JSONResponse(
                 {

@@ -27,6 +27,7 @@ import sandbox_handler
 from agentloop.sandbox import RunOutcome, SandboxLimits
 from agentloop.sandbox.backends import LambdaBackend
 from agentloop.sandbox.runner import SandboxError
+from agentloop.sandbox.service import DISCARD_EXIT_STATUS
 from agentloop.sandbox.settings import SandboxSettings
 from agentloop.tools.execute_code import execute_code_tool
 from tests.fakes.lambda_api import FakeContext, FakeLambda
@@ -312,12 +313,18 @@ def wrong_shape_handler(event: Any, context: Any) -> Any:
     return {"hello": "world"}
 
 
+def discarding_handler(event: Any, context: Any) -> Any:
+    """What the sandbox handler does when it cannot rule out a survivor: end the process."""
+    raise SystemExit(DISCARD_EXIT_STATUS)
+
+
 @pytest.mark.parametrize(
     ("setup", "message", "hint"),
     [
         ("throttle", "the code sandbox is busy", "wait a little and try again"),
         ("missing", "the sandbox function 'nowhere' does not exist", "AGENTLOOP_SANDBOX_FUNCTION"),
         ("crash", "the code sandbox failed: RuntimeError: Runtime exited", "too much memory"),
+        ("discarded", "the code sandbox could not rule out", "running it again is safe"),
         ("timeout", "the code sandbox timed out", "shorter timeout_s"),
         ("no_time", "the code sandbox refused the run: too little time left", None),
         ("wrong_shape", "the code sandbox answered in an unexpected format", None),
@@ -339,6 +346,8 @@ async def test_lambda_failures_become_clear_errors(
         lambda_api.register(FUNCTION, sandbox_handler.handler, timeout_s=1.0)
     elif setup == "wrong_shape":
         lambda_api.register(FUNCTION, wrong_shape_handler)
+    elif setup == "discarded":
+        lambda_api.register(FUNCTION, discarding_handler)
 
     backend = lambda_settings(lambda_api, function).make_backend()
     with pytest.raises(SandboxError) as caught:
