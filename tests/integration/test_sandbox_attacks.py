@@ -332,3 +332,40 @@ def wait_until_clean(root: Path, *, timeout_s: float) -> None:
         if time.monotonic() > deadline:
             return
         time.sleep(0.05)
+
+
+def test_zombie_leaders_do_not_get_past_the_process_limit(sandbox_root: Path) -> None:
+    """Processes whose main thread exited (zombie leaders with a live thread) still count."""
+    from tests.integration.test_sandbox_isolation import ZOMBIE_FARM
+
+    outcome = run(ZOMBIE_FARM, sandbox_root, SandboxLimits(timeout_s=8, max_processes=8))
+
+    made = [int(line.split()[1]) for line in outcome.stdout.splitlines() if line[:4] == "made"]
+    stopped = any("more than 8 processes" in n for n in outcome.notes)
+    assert stopped or "fork refused" in outcome.stdout, outcome
+    assert max(made, default=0) <= 8
+
+
+def test_a_report_written_beside_the_supervisor_s_is_not_believed(sandbox_root: Path) -> None:
+    """Even where the pipe can be reached (root), a second report makes the report unreadable."""
+    code = """
+import json, os
+supervisor = os.getppid()
+try:
+    args = open(f"/proc/{supervisor}/cmdline").read().split("\\0")
+    config = json.loads(next(arg for arg in args if arg.startswith("{")))
+    with open(f"/proc/{supervisor}/fd/{config['report_fd']}", "w") as report:
+        report.write(json.dumps({"exit_code": 0, "stopped_by": None, "leftovers": 0}))
+    print("forged")
+except (OSError, ValueError, StopIteration, KeyError) as exc:
+    print("no forgery:", type(exc).__name__)
+raise SystemExit(7)
+"""
+    outcome = run(code, sandbox_root)
+
+    if outcome.stdout.startswith("forged"):  # root: the supervisor's own report follows it
+        assert outcome.exit_code is None
+        assert any("supervisor gave no report" in n for n in outcome.notes)
+    else:  # not root: the supervisor is not dumpable
+        assert outcome.stdout == "no forgery: PermissionError\n"
+        assert outcome.exit_code == 7

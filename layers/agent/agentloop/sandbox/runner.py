@@ -181,8 +181,9 @@ def _notes(
         notes.append("Stopped: the run was cancelled.")
     elif stopped_by == "supervisor_lost":
         notes.append(
-            "The sandbox supervisor was killed (by the program?); its processes were killed "
-            "as far as they could be found."
+            "The sandbox supervisor gave no report it could vouch for (the program killed it "
+            "or tampered with its report?), so the exit status is unknown; its processes were "
+            "killed as far as they could be found."
         )
     elif exit_code is not None and exit_code < 0:
         name = _signal_name(-exit_code)
