@@ -44,6 +44,18 @@ class TextDelta(_Event):
     text: str
 
 
+class TextReset(_Event):
+    """The text of a model turn is void: the provider's stream was cut and the turn is retried.
+
+    A client drops every ``text_delta`` of this run (same ``run_id``) since the ``turn_start``
+    with this ``iteration``; the retried turn's text follows.
+    """
+
+    type: Literal["text_reset"] = "text_reset"
+    iteration: int = Field(description="The turn whose text so far is to be dropped.")
+    reason: str = Field(description="Why, in plain words (for logs; not shown as an answer).")
+
+
 class ToolCallStart(_Event):
     type: Literal["tool_call_start"] = "tool_call_start"
     call_id: str
@@ -126,6 +138,7 @@ Event = Annotated[
     RunStart
     | TurnStart
     | TextDelta
+    | TextReset
     | ToolCallStart
     | ToolCallResult
     | SubagentStart
