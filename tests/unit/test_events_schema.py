@@ -20,6 +20,7 @@ from agentloop.events import (
     SubagentFinish,
     SubagentStart,
     TextDelta,
+    TextReset,
     ToolCallResult,
     ToolCallStart,
     TurnStart,
@@ -53,6 +54,7 @@ SAMPLES: list[_Event] = [
     ),
     TurnStart(iteration=1, budget_remaining=195_904, **NESTED),
     TextDelta(text='héllo "world"\n漢字 😀'),
+    TextReset(iteration=2, reason="the provider's stream was cut; retrying the turn"),
     ToolCallStart(call_id="call_1", name="search", arguments='{"query": "x"'),
     ToolCallResult(
         call_id="call_1", name="search", ok=False, duration_ms=12.5, content='{"ok": false}'
