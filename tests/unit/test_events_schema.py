@@ -54,7 +54,6 @@ SAMPLES: list[_Event] = [
     ),
     TurnStart(iteration=1, budget_remaining=195_904, **NESTED),
     TextDelta(text='héllo "world"\n漢字 😀'),
-    TextReset(iteration=2, reason="the provider's stream was cut; retrying the turn"),
     ToolCallStart(call_id="call_1", name="search", arguments='{"query": "x"'),
     ToolCallResult(
         call_id="call_1", name="search", ok=False, duration_ms=12.5, content='{"ok": false}'
@@ -71,6 +70,7 @@ SAMPLES: list[_Event] = [
     Notice(code="retry", message="rate limited, retrying in 2 s", **NESTED),
     ModelSwitched(from_model="groq:a", to_model="openai:b", reason="HTTP 503"),
     ErrorEvent(code="provider", message="groq answered HTTP 500"),
+    TextReset(iteration=2, reason="the provider's stream was cut; retrying the turn"),
     Done(
         text="The answer.",
         stop_reason="completed",
