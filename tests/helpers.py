@@ -12,7 +12,15 @@ from jsonschema import Draft202012Validator
 
 from agentloop.chat import ChatContext, handle_chat
 from agentloop.config import AgentConfig
-from agentloop.events import Done, Event, TextDelta, ToolCallResult, ToolCallStart
+from agentloop.events import (
+    Done,
+    Event,
+    TextDelta,
+    TextReset,
+    ToolCallResult,
+    ToolCallStart,
+    TurnStart,
+)
 from agentloop.models import ChatRequest, Message, UserMessage
 from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
@@ -54,6 +62,35 @@ class RunResult:
         return self.of(ToolCallStart)
 
 
+def client_answer(events: Iterable[Event], run_id: str | None = None) -> str:
+    """The answer a client shows for one run, by the protocol's rule (events.TextReset):
+    the run's text since its last ``turn_start`` or ``tool_call_result``, a ``text_reset``
+    dropping it. ``run_id`` None: the top-level run."""
+    answer: list[str] = []
+    for event in events:
+        mine = event.run_id == run_id if run_id is not None else event.depth == 0
+        if not mine:
+            continue
+        if isinstance(event, TurnStart | ToolCallResult | TextReset):
+            answer.clear()
+        elif isinstance(event, TextDelta):
+            answer.append(event.text)
+    return "".join(answer)
+
+
+def check_run_invariants(request: ChatRequest, events: Sequence[Event]) -> None:
+    """What every run guarantees a client: each run's shown answer is its ``done.text``, and
+    the top-level ``done.messages`` continue the conversation as a history we accept."""
+    for done in (e for e in events if isinstance(e, Done)):
+        shown = client_answer(events, done.run_id)
+        assert shown == done.text, f"run {done.run_id}: shown {shown!r} != done {done.text!r}"
+    top = [e for e in events if isinstance(e, Done) and e.depth == 0][-1]
+    ChatRequest(
+        messages=[*request.messages, *top.messages, UserMessage(content="And then?")],
+        model=request.model,
+    )
+
+
 def make_request(prompt: str | Sequence[Message], *, model: str, **fields: Any) -> ChatRequest:
     messages = [UserMessage(content=prompt)] if isinstance(prompt, str) else list(prompt)
     return ChatRequest(messages=messages, model=model, **fields)
@@ -82,6 +119,7 @@ async def run_chat(
     done = events[-1]
     assert isinstance(done, Done), f"last event must be done, got {done.type}"
     assert sum(isinstance(e, Done) and e.depth == 0 for e in events) == 1
+    check_run_invariants(request, events)
     return RunResult(events=events, done=done, context=ctx)
 
 

@@ -106,6 +106,25 @@ def test_a_streamed_answer_appears_progressively(
     expect(page.get_by_role("button", name="Stop")).to_be_visible()
 
 
+def test_a_cut_and_retried_turn_shows_only_the_retried_text(
+    page: Page, serve_chat: ServeChat, llm: ScriptedLLM
+) -> None:
+    server = serve_chat([])
+    llm.script(
+        Reply(text="Half of a first attempt that the line cuts off here", cut_after=5),
+        Reply(text="The retried answer, whole."),
+    )
+    open_chat(page, server)
+
+    send(page, "Tell me.")
+    wait_for_reply(page)
+
+    expect(page.locator(TOP_ANSWER)).to_have_text("The retried answer, whole.")
+    history = page.evaluate("() => window.agentloop.history")
+    assert history[-1] == {"role": "assistant", "content": "The retried answer, whole."}
+    assert len(llm.requests) == 2
+
+
 def test_a_tool_card_goes_from_running_to_done(
     page: Page, serve_chat: ServeChat, llm: ScriptedLLM
 ) -> None:

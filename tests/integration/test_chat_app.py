@@ -309,7 +309,7 @@ def test_missing_provider_key_is_an_error_event(
 
     frames = stream_frames(client, {"messages": [USER], "model": "groq:llama-3.3-70b-versatile"})
 
-    assert [k for k, _ in frames] == ["error", "done"]
+    assert [k for k, _ in frames] == ["error", "text_delta", "done"]
     error = frames[0][1]
     assert error is not None
     assert "GROQ_API_KEY is not set" in error["message"]

@@ -170,7 +170,7 @@ def test_make_dev_starts_and_explains_a_missing_key(llm: ScriptedLLM) -> None:
             f"{url}/chat", json={"messages": [{"role": "user", "content": "hi"}]}, timeout=30
         )
         frames = parse_sse(response.text.splitlines())
-        assert [kind for kind, _ in frames] == ["error", "done"]
+        assert [kind for kind, _ in frames] == ["error", "text_delta", "done"]
         assert frames[0][1] is not None
         assert "GROQ_API_KEY is not set" in frames[0][1]["message"]
     finally:

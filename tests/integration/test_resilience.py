@@ -7,11 +7,12 @@ import json
 import pytest
 
 from agentloop.chat import ChatContext
-from agentloop.events import ErrorEvent, ModelSwitched, Notice
+from agentloop.events import ErrorEvent, ModelSwitched, Notice, TextDelta, TextReset
 from agentloop.limits import Deadline
+from agentloop.loop import CUT_RETRIES
 from agentloop.models import ToolMessage
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
-from tests.helpers import TEST_CONFIG, run_chat, tool_payload
+from tests.helpers import TEST_CONFIG, client_answer, run_chat, tool_payload
 from tests.sample_tools import big, echo
 
 GROQ = "groq:llama-3.3-70b-versatile"
@@ -158,16 +159,44 @@ async def test_stream_cut_before_any_text_is_retried(llm: ScriptedLLM, model: st
     assert result.of(ErrorEvent) == []
 
 
-async def test_stream_cut_after_text_keeps_the_partial_text(llm: ScriptedLLM, model: str) -> None:
-    llm.script(Reply(text="The first words arrive and then the line drops.", cut_after=4))
+async def test_stream_cut_after_text_is_retried_and_the_client_drops_the_partial(
+    llm: ScriptedLLM, model: str
+) -> None:
+    llm.script(
+        Reply(text="The first words arrive and then the line drops.", cut_after=4),
+        Reply(text="The whole answer, this time."),
+    )
 
     result = await run_chat("Hi", model=model)
 
-    assert len(llm.requests) == 1, "text already reached the client: no retry"
+    assert len(llm.requests) == 2
+    assert result.done.stop_reason == "completed"
+    assert result.done.text == "The whole answer, this time."
+    resets = result.of(TextReset)
+    assert [r.iteration for r in resets] == [1]
+    cut = result.events.index(resets[0])
+    before = "".join(e.text for e in result.events[:cut] if isinstance(e, TextDelta))
+    assert before.startswith("The first")  # the partial did reach the client first
+    assert client_answer(result.events) == result.done.text
+    assert result.of(ErrorEvent) == []
+
+
+async def test_a_stream_cut_every_time_ends_with_the_last_partial(
+    llm: ScriptedLLM, model: str
+) -> None:
+    llm.script(
+        *[Reply(text="The first words arrive and then the line drops.", cut_after=4)]
+        * (CUT_RETRIES + 1)
+    )
+
+    result = await run_chat("Hi", model=model)
+
+    assert len(llm.requests) == CUT_RETRIES + 1
+    assert len(result.of(TextReset)) == CUT_RETRIES
     assert result.done.stop_reason == "error"
     assert [e.code for e in result.of(ErrorEvent)] == ["provider"]
-    assert result.done.text == "".join(result.text_deltas)
     assert result.done.text.startswith("The first")
+    assert client_answer(result.events) == result.done.text
 
 
 async def test_context_length_error_is_retried_once_with_a_compacted_history(

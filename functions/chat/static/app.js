@@ -578,15 +578,38 @@
     constructor(container) {
       this.el = container;
       this.segment = null;
+      // Where the run's current answer began (a turn_start or tool_call_result): the text a
+      // text_reset drops is what was streamed since then.
+      this.mark = { segment: null, length: 0, added: [] };
     }
 
     appendText(text, reply) {
       if (!this.segment) {
         this.segment = { text: "", el: el("div", { class: "answer md" }) };
         this.el.append(this.segment.el);
+        this.mark.added.push(this.segment);
       }
       this.segment.text += text;
       reply.scheduleRender(this.segment);
+    }
+
+    markAnswerStart() {
+      const segment = this.segment;
+      this.mark = { segment, length: segment ? segment.text.length : 0, added: [] };
+    }
+
+    dropAnswer(reply) {
+      for (const segment of this.mark.added) {
+        segment.el.remove();
+        reply.pending.delete(segment);
+      }
+      const kept = this.mark.segment;
+      if (kept) {
+        kept.text = kept.text.slice(0, this.mark.length);
+        reply.scheduleRender(kept);
+      }
+      this.segment = kept;
+      this.mark = { segment: kept, length: kept ? kept.text.length : 0, added: [] };
     }
 
     append(node) {
@@ -763,8 +786,15 @@
             this.showMeta();
           }
           break;
+        case "turn_start":
+          transcript.markAnswerStart();
+          break;
         case "text_delta":
           transcript.appendText(data.text, this);
+          break;
+        case "text_reset":
+          // The provider's stream was cut and the turn is retried: its text so far is void.
+          transcript.dropAnswer(this);
           break;
         case "tool_call_start": {
           const card = new ToolCard(data);
@@ -775,6 +805,7 @@
         case "tool_call_result": {
           const card = this.cards.get(data.call_id);
           if (card) card.finish(data);
+          transcript.markAnswerStart();
           break;
         }
         case "subagent_start": {
@@ -827,7 +858,7 @@
           }
           break;
         default:
-          break; // turn_start and anything newer: nothing to show
+          break; // anything newer: nothing to show
       }
     }
 

@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloop.config import AgentConfig, ConfigurationError
-from agentloop.events import Done, ErrorEvent, Event, ModelSwitched, RunStart, _Event
+from agentloop.events import (
+    Done,
+    ErrorEvent,
+    Event,
+    ModelSwitched,
+    RunStart,
+    TextDelta,
+    _Event,
+)
 from agentloop.limits import CancelToken, Deadline, LambdaContextLike, TokenBudget
 from agentloop.llm.base import ChatModel
 from agentloop.llm.registry import get_model, parse_model_spec
@@ -96,6 +104,7 @@ async def _produce(request: ChatRequest, context: ChatContext, emit: Emitter) ->
         code = "configuration" if isinstance(exc, ConfigurationError) else "invalid_request"
         emit(ErrorEvent(code=code, message=str(exc)))
         text = f"I can't answer this request: {exc}"
+        emit(TextDelta(text=text))  # what a client shows is always done.text
         budget = context.budget
         emit(
             Done(

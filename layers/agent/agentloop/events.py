@@ -45,14 +45,17 @@ class TextDelta(_Event):
 
 
 class TextReset(_Event):
-    """The text of a model turn is void: the provider's stream was cut and the turn is retried.
+    """The text this run streamed since its last ``turn_start`` or ``tool_call_result`` is void.
 
-    A client drops every ``text_delta`` of this run (same ``run_id``) since the ``turn_start``
-    with this ``iteration``; the retried turn's text follows.
+    Sent when a provider's stream was cut after some text and the turn is retried (the retried
+    turn's text follows), or when that text cannot stand as the answer (an internal error, a
+    blank reply). A client drops that text; what follows replaces it. With it, the text a
+    client shows since the last ``turn_start`` or ``tool_call_result`` always equals
+    ``done.text`` when ``done`` arrives.
     """
 
     type: Literal["text_reset"] = "text_reset"
-    iteration: int = Field(description="The turn whose text so far is to be dropped.")
+    iteration: int = Field(description="The turn whose text so far is dropped.")
     reason: str = Field(description="Why, in plain words (for logs; not shown as an answer).")
 
 

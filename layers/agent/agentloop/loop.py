@@ -28,6 +28,7 @@ from agentloop.events import (
     ErrorEvent,
     Notice,
     TextDelta,
+    TextReset,
     ToolCallResult,
     ToolCallStart,
     TurnStart,
@@ -36,6 +37,7 @@ from agentloop.events import (
 )
 from agentloop.limits import CancelToken, Deadline, TokenBudget
 from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, ProviderError
+from agentloop.llm.untrusted import clean_text
 from agentloop.models import (
     AssistantMessage,
     FunctionCall,
@@ -63,6 +65,10 @@ MIN_TURN_S = 1.0
 MIN_FINAL_CALL_S = 0.5
 FINAL_CALL_MARGIN_S = 0.25
 """The final answer must end this long before the deadline, to leave time to send it."""
+
+CUT_RETRIES = 2
+"""How often a turn whose stream was cut after some text is retried (with ``text_reset``)."""
+_CUT_KINDS = frozenset({"stream_cut", "server"})
 
 LimitReason = Literal["max_iterations", "budget", "deadline", "empty"]
 
@@ -145,6 +151,9 @@ class AgentLoop:
     new_messages: list[Message] = field(default_factory=list)
     _wire: list[dict[str, Any]] = field(default_factory=list)
     _records: list[_ToolRecord] = field(default_factory=list)
+    _answer: list[str] = field(default_factory=list)
+    """Text streamed since the last turn_start or tool result: what a client shows as the
+    answer so far, and what ``done.text`` must equal if the run ends now."""
 
     def __post_init__(self) -> None:
         self._compaction = CompactionSettings(
@@ -166,6 +175,7 @@ class AgentLoop:
             logger.exception("agent loop failed")
             self.emit(ErrorEvent(code="internal", message=f"internal error: {type(exc).__name__}"))
             self._answer_open_calls("not run: an internal error stopped the run")
+            self._void_answer("an internal error stopped the run")
             return self._finish("error", self._summary("an internal error stopped the run"))
 
     async def _run(self) -> Done:
@@ -182,17 +192,18 @@ class AgentLoop:
                 break
             max_tokens, timeout = plan
             self.iterations += 1
+            self._answer.clear()
             self.emit(
                 TurnStart(iteration=self.iterations, budget_remaining=limits.budget.root.remaining)
             )
             try:
-                turn = await self._call_with_compaction(view, "auto", max_tokens, timeout)
+                turn = await self._turn_call(view, max_tokens, timeout)
             except _Cancelled as cancelled:
                 return self._end_early("cancelled", str(cancelled), "the run was cancelled")
             except ProviderError as exc:
                 if exc.kind == "timeout" and self._deadline_is_near():
-                    stop = "deadline"
-                    break
+                    # What was streamed stays the answer; the notice says it was cut short.
+                    return await self._finish_at_limit("deadline", streamed=exc.partial_text)
                 if exc.kind == "tool_use_failed":
                     self._record_failed_tool_call(exc)
                     continue
@@ -205,6 +216,7 @@ class AgentLoop:
             if turn.text.strip():
                 self._append(AssistantMessage(content=turn.text))
                 return self._done("completed", turn.text)
+            self._void_answer("the reply was empty")  # whitespace is no answer
             stop = "empty"
             break
         if stop == "cancelled":
@@ -261,6 +273,7 @@ class AgentLoop:
 
         async def on_text(text: str) -> None:
             streamed.append(text)
+            self._answer.append(text)
             self.emit(TextDelta(text=text))
 
         call = ModelCall(
@@ -274,8 +287,10 @@ class AgentLoop:
         task = asyncio.ensure_future(self.model.complete(call, on_text))
         cancel_wait = asyncio.ensure_future(self.limits.cancel.wait())
         try:
+            # The whole call - connecting, every retry, the last byte - ends by time_limit:
+            # the SDK's own timeout bounds each read, not the call.
             await asyncio.wait(
-                {task, cancel_wait}, timeout=time_limit + 1.0, return_when=asyncio.FIRST_COMPLETED
+                {task, cancel_wait}, timeout=time_limit, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             cancel_wait.cancel()
@@ -315,6 +330,33 @@ class AgentLoop:
             )
         )
         return turn
+
+    async def _turn_call(
+        self, view: list[dict[str, Any]], max_tokens: int, time_limit: float
+    ) -> ModelTurn:
+        """A turn's call. A stream cut after some text was streamed is retried (at most
+        ``CUT_RETRIES`` times, while time and budget allow): ``text_reset`` tells the client
+        to drop the turn's text so far, and the retried turn's text follows."""
+        retries = 0
+        while True:
+            try:
+                return await self._call_with_compaction(view, "auto", max_tokens, time_limit)
+            except ProviderError as exc:
+                if not exc.partial_text or exc.kind not in _CUT_KINDS or retries >= CUT_RETRIES:
+                    raise
+                plan = self._plan_call(view, final=False)
+                if isinstance(plan, str):
+                    raise
+                retries += 1
+                logger.warning("retrying a turn cut after %d chars: %s", len(exc.partial_text), exc)
+                self._void_answer(f"{exc.message}; the turn is retried")
+                max_tokens, time_limit = plan
+
+    def _void_answer(self, reason: str) -> None:
+        """Tell the client that the text streamed since the turn began no longer counts."""
+        if self._answer:
+            self._answer.clear()
+            self.emit(TextReset(iteration=self.iterations, reason=reason))
 
     def _view(self) -> list[dict[str, Any]]:
         """What the model is sent: the compacted view of the history, or all of it."""
@@ -388,8 +430,12 @@ class AgentLoop:
             async with gate:
                 self.emit(ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments))
                 started = time.perf_counter()
-                result = await self._execute(call, round_size=names.count(call.name))
-                content = result.render(self.config.tool_result_max_chars)
+                problem = turn.call_problems.get(call.id)
+                if problem is not None:  # written wrongly by the model: answered, not run
+                    result = self._refused(problem)
+                else:
+                    result = await self._execute(call, round_size=names.count(call.name))
+                content = clean_text(result.render(self.config.tool_result_max_chars))
                 self.emit(
                     ToolCallResult(
                         call_id=call.id,
@@ -405,6 +451,11 @@ class AgentLoop:
         contents = await asyncio.gather(*(run_one(call) for call in turn.tool_calls))
         for call, content in zip(turn.tool_calls, contents, strict=True):
             self._append(ToolMessage(tool_call_id=call.id, content=content))
+        self._answer.clear()  # a client's answer starts again after the tool results
+
+    def _refused(self, problem: str) -> ToolResult:
+        available = ", ".join(self.tools.names) or "none"
+        return ToolResult.failure(problem, hint=f"call one of the available tools: {available}")
 
     async def _execute(self, call: ToolCall, round_size: int = 1) -> ToolResult:
         """Run one call; every failure becomes an error result the model can act on."""
@@ -465,9 +516,12 @@ class AgentLoop:
 
     # -- ending ---------------------------------------------------------------------------
 
-    async def _finish_at_limit(self, reason: LimitReason) -> Done:
-        """Write the answer with one tool-less call; fall back to a plain summary."""
-        answer = await self._forced_answer(reason)
+    async def _finish_at_limit(self, reason: LimitReason, *, streamed: str = "") -> Done:
+        """Write the answer with one tool-less call; fall back to a plain summary.
+
+        ``streamed``: the text of a turn cut short by the limit, already sent; it is the answer.
+        """
+        answer = streamed or await self._forced_answer(reason)
         stop: StopReason = "completed" if reason == "empty" else reason
         if answer is None:
             answer = self._summary(_FINAL_INSTRUCTION[reason].lower().rstrip("."))
@@ -495,10 +549,15 @@ class AgentLoop:
         max_tokens, timeout = plan
         try:
             turn = await self._call_model(wire, "none", max_tokens, timeout)
-        except (ProviderError, _Cancelled) as exc:
+        except _Cancelled as cancelled:
+            return str(cancelled) or None  # what was streamed stays the answer
+        except ProviderError as exc:
             logger.warning("final answer call failed: %s", exc)
-            return None
-        return turn.text if turn.text.strip() else None
+            return exc.partial_text or None
+        if turn.text.strip():
+            return turn.text
+        self._void_answer("the final answer was empty")
+        return None
 
     def _summary(self, why: str) -> str:
         lines = [f"I could not finish the answer: {why}."]

@@ -45,6 +45,8 @@ class ModelTurn:
     usage: Usage | None = None
     headers: dict[str, str] = field(default_factory=dict)
     """The response's rate-limit headers (``x-ratelimit-*``), lower-cased."""
+    call_problems: dict[str, str] = field(default_factory=dict)
+    """Tool calls (by id) that must not run, and why: the model wrote them wrongly."""
 
 
 class ProviderError(Exception):

@@ -8,6 +8,7 @@ classes, which is passed in so this file imports neither SDK.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import inspect
 import time
@@ -16,7 +17,8 @@ from types import ModuleType
 from typing import Any
 
 from agentloop.llm.base import ErrorKind, ModelCall, ModelTurn, ProviderError, TextSink
-from agentloop.models import FunctionCall, ToolCall, Usage
+from agentloop.llm.untrusted import RawCall, check_calls, clean_finish_reason, clean_text
+from agentloop.models import Usage
 
 
 @dataclass
@@ -46,7 +48,7 @@ class StreamAssembler:
             delta = choice.delta
             if delta is not None:
                 if delta.content:
-                    delta_text += delta.content
+                    delta_text += clean_text(delta.content)
                 for fragment in delta.tool_calls or ():
                     self._feed_call(fragment)
             if choice.finish_reason:
@@ -60,28 +62,29 @@ class StreamAssembler:
 
     def _feed_call(self, fragment: Any) -> None:
         partial = self.calls.setdefault(fragment.index, _PartialCall())
-        if fragment.id and not partial.id:
+        if isinstance(fragment.id, str) and fragment.id and not partial.id:
             partial.id = fragment.id
         function = fragment.function
         if function is not None:
-            if function.name and not partial.name:
+            if isinstance(function.name, str) and function.name and not partial.name:
                 partial.name = function.name
-            if function.arguments:
+            if isinstance(function.arguments, str) and function.arguments:
                 partial.arguments.append(function.arguments)
 
     def turn(self) -> ModelTurn:
-        calls = [
-            ToolCall(
-                id=partial.id or f"call_{index}",
-                function=FunctionCall(name=partial.name, arguments="".join(partial.arguments)),
-            )
-            for index, partial in sorted(self.calls.items())
-        ]
+        """The turn, with the model's tool calls checked (they are untrusted input)."""
+        checked = check_calls(
+            [
+                RawCall(partial.id, partial.name, "".join(partial.arguments))
+                for _, partial in sorted(self.calls.items())
+            ]
+        )
         return ModelTurn(
             text="".join(self.text),
-            tool_calls=calls,
-            finish_reason=self.finish_reason,
+            tool_calls=[item.call for item in checked],
+            finish_reason=clean_finish_reason(self.finish_reason),
             usage=self.usage,
+            call_problems={item.call.id: item.problem for item in checked if item.problem},
         )
 
 
@@ -167,16 +170,16 @@ class OpenAICompatibleModel:
                 f"{self.provider} stream ended before the model finished",
                 partial_text="".join(assembler.text),
             )
-        turn = assembler.turn()
-        return ModelTurn(
-            text=turn.text,
-            tool_calls=turn.tool_calls,
-            finish_reason=turn.finish_reason,
-            usage=turn.usage,
-            headers=headers,
-        )
+        return dataclasses.replace(assembler.turn(), headers=headers)
 
     def _classify(self, exc: Exception, partial_text: str) -> ProviderError:
+        local = _local_fault(exc)
+        if local is not None:  # nothing the provider did: retrying cannot help
+            return ProviderError(
+                "bad_request",
+                f"the request to {self.provider} could not be built: {local}",
+                partial_text=partial_text,
+            )
         sdk = self._sdk
         if isinstance(exc, sdk.APIStatusError):
             return self._from_status(exc, partial_text)
@@ -225,6 +228,18 @@ class OpenAICompatibleModel:
             headers=rate_limit_headers(exc.response.headers),
             failed_generation=failed_generation,
         )
+
+
+def _local_fault(exc: BaseException) -> str | None:
+    """A failure of our own making (text no encoder takes) anywhere in ``exc``'s causes."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, UnicodeError):
+            return f"{type(current).__name__}: {current}"
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _raise_for_stream_error(chunk: Any) -> None:
