@@ -63,8 +63,11 @@ MIN_OUTPUT_TOKENS = 32
 MIN_TURN_S = 1.0
 """A turn with less time than this before the deadline's reserve is not started."""
 MIN_FINAL_CALL_S = 0.5
-FINAL_CALL_MARGIN_S = 0.25
-"""The final answer must end this long before the deadline, to leave time to send it."""
+SEND_MARGIN_S = 0.25
+"""Every model call and tool call ends at least this long before the deadline, whatever the
+configured reserve: time to abandon the call, write the answer and send ``done`` (measured:
+the worst case from abandoning a call to ``done`` reaching a client is in docs/architecture.md,
+"Deadlines")."""
 
 CUT_RETRIES = 2
 """How often a turn whose stream was cut after some text is retried (with ``text_reset``)."""
@@ -255,7 +258,7 @@ class AgentLoop:
         max_tokens = min(self.config.max_output_tokens, available - prompt)
         if max_tokens < MIN_OUTPUT_TOKENS:
             return "budget"
-        keep = FINAL_CALL_MARGIN_S if final else self.config.deadline_reserve_s
+        keep = SEND_MARGIN_S if final else max(self.config.deadline_reserve_s, SEND_MARGIN_S)
         timeout = self.limits.deadline.cap(self.config.model_timeout_s, keep=keep)
         if timeout < (MIN_FINAL_CALL_S if final else MIN_TURN_S):
             return "deadline"
@@ -487,7 +490,8 @@ class AgentLoop:
                 f"invalid arguments: {problems}", hint="fix the fields named and call again"
             )
         limit = item.timeout_s or self.config.tool_timeout_s
-        timeout = self.limits.deadline.cap(limit, keep=self.config.deadline_reserve_s / 2)
+        keep = max(self.config.deadline_reserve_s / 2, SEND_MARGIN_S)
+        timeout = self.limits.deadline.cap(limit, keep=keep)
         context = ToolContext(
             call_id=call.id,
             depth=self.emit.depth,
