@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -40,11 +40,17 @@ from agentloop.http_api import (
     check_model_and_tools,
     invocation_info,
     parse_chat_request,
+    parse_json,
     read_json,
     validate_model,
 )
 from agentloop.limits import CancelToken
-from agentloop.openai_api import CompletionRequest, CompletionStream, collect_completion
+from agentloop.openai_api import (
+    CompletionRequest,
+    CompletionStream,
+    collect_completion,
+    refusal,
+)
 from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.secret_store import load_provider_keys, read_secret
 from agentloop.sse import sse_frames
@@ -100,6 +106,7 @@ def service_from_env() -> ChatService:
         tools=tools,
         authenticate=authenticate,
         auth_mode=mode,
+        limits=RequestLimits.from_env(os.environ),
         execute_code=execute_code,
     )
 
@@ -167,29 +174,69 @@ _STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 async def read_body(request: Request, limits: RequestLimits) -> bytes:
-    """The body, refusing (413) to buffer more than the limit."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limits.max_body_bytes:
-        raise HttpError(
-            413,
-            "request_too_large",
-            f"request body is {declared} bytes; the limit is {limits.max_body_bytes}",
+    """The body, refusing to buffer more than the limit (413) or to wait for it forever (408).
+
+    A body over the limit is read on and thrown away, up to ``limits.max_discard_bytes`` and
+    within the body timeout, before the 413 goes out: answering and closing while a client
+    (urllib, a browser's fetch) is still sending resets the connection, and the client never
+    learns why.
+    """
+    declared = _declared_length(request.headers.get("content-length"))
+    if (
+        declared is not None
+        and declared > limits.max_body_bytes
+        and (
+            declared > limits.max_discard_bytes  # not worth reading
+            or request.headers.get("expect", "").lower() == "100-continue"  # waits for us
         )
+    ):
+        raise _too_large(limits, declared)
     chunks: list[bytes] = []
     size = 0
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limits.max_body_bytes:
-                raise HttpError(
-                    413,
-                    "request_too_large",
-                    f"request body exceeds the limit of {limits.max_body_bytes} bytes",
-                )
-            chunks.append(chunk)
+        async with (
+            asyncio.timeout(limits.body_timeout_s),
+            contextlib.aclosing(request.stream()) as stream,
+        ):
+            async for chunk in stream:
+                size += len(chunk)
+                if size <= limits.max_body_bytes:
+                    chunks.append(chunk)
+                elif size > limits.max_discard_bytes:
+                    break
+    except TimeoutError as exc:
+        if size <= limits.max_body_bytes and (declared or 0) <= limits.max_body_bytes:
+            raise HttpError(
+                408,
+                "request_timeout",
+                f"the request body did not arrive within {limits.body_timeout_s:g} s",
+                headers=_CLOSE,
+            ) from exc
     except ClientDisconnect as exc:
         raise HttpError(400, "client_disconnected", "the client went away") from exc
+    if size > limits.max_body_bytes or (declared or 0) > limits.max_body_bytes:
+        raise _too_large(limits, declared)
     return b"".join(chunks)
+
+
+def _declared_length(value: str | None) -> int | None:
+    """Content-Length as a number, if it is one (ASCII digits; absurd lengths stay absurd)."""
+    if not value or not value.isascii() or not value.isdigit():
+        return None
+    return int(value) if len(value) <= 18 else 10**18
+
+
+def _too_large(limits: RequestLimits, declared: int | None) -> HttpError:
+    if declared is not None and declared > limits.max_body_bytes:
+        message = f"request body is {declared} bytes; the limit is {limits.max_body_bytes}"
+    else:
+        message = f"request body exceeds the limit of {limits.max_body_bytes} bytes"
+    return HttpError(413, "request_too_large", message, headers=_CLOSE)
+
+
+_CLOSE = {"connection": "close"}
+"""On an answer given before the body was all read: uvicorn would otherwise keep the
+connection open (for a stalled client, until its keep-alive timeout after every byte)."""
 
 
 def authenticate(service: ChatService, request: Request) -> str | None:
@@ -222,9 +269,11 @@ def _iam_caller(request: Request) -> str | None:
     after one a caller may have sent; newer ones replace it), so the last one is read.
     """
     values = request.headers.getlist("x-amzn-request-context")
-    try:
-        context = json.loads(values[-1]) if values else None
-    except ValueError:
+    try:  # bounded like a body: locally a client can send this header
+        context = (
+            parse_json(values[-1].encode("latin-1", "replace"), RequestLimits()) if values else None
+        )
+    except HttpError:
         return None
     authorizer = context.get("authorizer") if isinstance(context, dict) else None
     iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
@@ -318,6 +367,30 @@ async def chat(request: Request) -> Response:
     return EventStreamResponse(sse_frames(events, service.heartbeat_s), context.cancel, headers)
 
 
+T = TypeVar("T")
+
+
+async def cancel_on_disconnect(receive: Receive, cancel: CancelToken, work: Awaitable[T]) -> T:
+    """Await ``work``; a client that leaves meanwhile cancels the run, as a stream's does.
+
+    A non-streamed client sends nothing until its answer, so only ``http.disconnect`` can
+    tell that it left; without this the run would go on to its limits for no one.
+    """
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        cancel.cancel()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await work
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+
+
 async def chat_completions(request: Request) -> Response:
     """``POST /v1/chat/completions``: the same agent behind OpenAI's protocol."""
     service = _service(request)
@@ -330,7 +403,7 @@ async def chat_completions(request: Request) -> Response:
         chat_request = completion.to_chat_request()
         check_model_and_tools(chat_request, service.config, service.tools)
     except HttpError as exc:
-        return error_response(exc)
+        return error_response(refusal(exc))  # x-should-retry, as the OpenAI face's policy says
     info = invocation_info(request.headers)
     context = _context(service, info, caller_id(service, who, request))
     model = chat_request.model or service.config.default_model
@@ -338,11 +411,15 @@ async def chat_completions(request: Request) -> Response:
     events = observed(handle_chat(chat_request, context), service, info)
     if not completion.stream:
         try:
-            body_json = await collect_completion(completion, events, completion_id, model)
+            body_json = await cancel_on_disconnect(
+                request.receive,
+                context.cancel,
+                collect_completion(completion, events, completion_id, model),
+            )
         except HttpError as exc:
             return error_response(exc)
         return JSONResponse(body_json)
-    frames = CompletionStream(completion, completion_id, model).frames(events)
+    frames = CompletionStream(completion, completion_id, model, context.cancel).frames(events)
     headers = {**_STREAM_HEADERS, "x-request-id": info.request_id}
     return EventStreamResponse(frames, context.cancel, headers)
 

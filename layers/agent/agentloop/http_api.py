@@ -9,11 +9,15 @@ error parser.
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from itertools import accumulate
+from typing import Any, NoReturn, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -57,15 +61,41 @@ class HttpError(Exception):
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """Size limits checked before anything else reads the request."""
+    """Bounds checked before anything else reads the request (see docs/architecture.md)."""
 
     max_body_bytes: int = 1_000_000
     max_messages: int = 200
     max_message_chars: int = 100_000
+    max_json_depth: int = 64
+    """Arrays and objects nested deeper than this are refused (400) before parsing."""
+    max_number_chars: int = 100
+    """Longest number literal accepted: far below Python's 4300-digit int limit."""
+    body_timeout_s: float = 10.0
+    """Time to receive the whole body: a stalled client gets 408 and the connection closes."""
+    max_discard_bytes: int = 4_000_000
+    """A body over the limit is still read (and thrown away) up to this many bytes in all, so
+    a client that sends everything before reading its answer can read the 413."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RequestLimits:
+        """The defaults, with ``AGENTLOOP_BODY_TIMEOUT_S`` when it is set."""
+        env = os.environ if environ is None else environ
+        raw = env.get("AGENTLOOP_BODY_TIMEOUT_S", "").strip()
+        if not raw:
+            return cls()
+        try:
+            timeout = float(raw)
+        except ValueError:
+            timeout = math.nan
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise ConfigurationError(
+                f"AGENTLOOP_BODY_TIMEOUT_S must be a positive number of seconds, got {raw!r}"
+            )
+        return cls(body_timeout_s=timeout)
 
 
 def read_json(body: bytes, content_type: str | None, limits: RequestLimits) -> Any:
-    """The body as JSON, or 415 / 413 / 400 saying why not."""
+    """The body as JSON, or 415 / 413 / 400 saying why not: the one place bodies are parsed."""
     media_type = (content_type or "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         raise HttpError(
@@ -79,15 +109,142 @@ def read_json(body: bytes, content_type: str | None, limits: RequestLimits) -> A
             "request_too_large",
             f"request body is {len(body)} bytes; the limit is {limits.max_body_bytes}",
         )
+    return parse_json(body, limits)
+
+
+# A JSON string, escapes included (possessive: linear even on an unterminated string).
+_JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^][{}]+")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+# A \uXXXX escape in the surrogate range: the only way a lone surrogate gets past UTF-8 decoding.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Refused(Exception):
+    """Raised by the parser's hooks; becomes a 400."""
+
+    def __init__(self, type_: str, message: str) -> None:
+        super().__init__(message)
+        self.type = type_
+        self.message = message
+
+
+def parse_json(body: bytes, limits: RequestLimits) -> Any:
+    """Parse untrusted JSON within bounds, or raise a 400 naming the problem.
+
+    Python's parser alone would answer a deep body with RecursionError, a long integer with
+    ValueError (its 4300-digit limit), accept NaN and Infinity, and pass lone surrogates
+    (``"\\ud800"``) on to pydantic and the provider. So: strict UTF-8, nesting depth
+    checked by an iterative scan before parsing, number literals checked as they are parsed,
+    strings and keys checked for surrogates afterwards.
+    """
     try:
-        return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        detail = (
-            f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-            if isinstance(exc, json.JSONDecodeError)
-            else "body is not UTF-8"
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HttpError(
+            400, "invalid_json", f"request body is not UTF-8 (invalid byte at offset {exc.start})"
+        ) from exc
+    try:
+        _check_depth(text, limits.max_json_depth)
+        value = json.loads(
+            text,
+            parse_int=lambda literal: _parse_int(literal, limits.max_number_chars),
+            parse_float=lambda literal: _parse_float(literal, limits.max_number_chars),
+            parse_constant=_refuse_constant,
         )
-        raise HttpError(400, "invalid_json", f"request body is not valid JSON: {detail}") from exc
+        if _SURROGATE_ESCAPE.search(text):
+            _check_strings(value)
+    except _Refused as exc:
+        raise HttpError(400, exc.type, exc.message) from exc
+    except RecursionError as exc:  # not reached when the scan works; never a 500 if it does not
+        raise HttpError(400, "json_too_deep", "request body is nested too deeply") from exc
+    except json.JSONDecodeError as exc:
+        raise HttpError(
+            400,
+            "invalid_json",
+            f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+        ) from exc
+    return value
+
+
+def _check_depth(text: str, max_depth: int) -> None:
+    """Refuse nesting deeper than ``max_depth``, without recursion (so ``"[" * 50000`` is fine).
+
+    Strings are removed first so brackets inside them do not count, then the depth is the
+    highest running sum of the brackets left. On malformed input the count may be off; the
+    parser reports such input anyway.
+    """
+    brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text))
+    if max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > max_depth:
+        raise _Refused(
+            "json_too_deep", f"request body nests arrays or objects deeper than {max_depth} levels"
+        )
+
+
+def _check_number_size(literal: str, max_chars: int) -> None:
+    if len(literal) > max_chars:
+        raise _Refused(
+            "number_too_large",
+            f"request body has a number of {len(literal)} characters; the limit is {max_chars}",
+        )
+
+
+def _parse_int(literal: str, max_chars: int) -> int:
+    _check_number_size(literal, max_chars)
+    return int(literal)
+
+
+def _parse_float(literal: str, max_chars: int) -> float:
+    _check_number_size(literal, max_chars)
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _Refused(
+            "number_too_large", f"request body has a number out of a float's range: {literal}"
+        )
+    return value
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise _Refused("invalid_json", f"request body is not valid JSON: {name} is not a JSON value")
+
+
+def _check_strings(value: Any) -> None:
+    """Refuse lone surrogates in any string or key: they are not Unicode, and would fail
+    later (encoding for the provider, logging, the answer) far from their cause."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            _check_string(item, f"the string at {where or 'the top level'}")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                path = f"{where}.{key}" if where else key
+                _check_string(key, f"a key in {where or 'the top-level object'}")
+                stack.append((path, child))
+        elif isinstance(item, list):
+            stack.extend(
+                (f"{where}.{index}" if where else str(index), child)
+                for index, child in enumerate(item)
+            )
+
+
+def _check_string(text: str, where: str) -> None:
+    found = _SURROGATE.search(text)
+    if found is not None:
+        # Name the code point as an escape: the character itself cannot be encoded.
+        raise _Refused(
+            "invalid_unicode",
+            f"{_printable(where)} contains an unpaired surrogate "
+            f"(\\u{ord(found.group()):04x}); strings must be valid Unicode",
+        )
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """``text`` cut short and with surrogates escaped, so a message naming a key can be sent."""
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def check_message_limits(raw: Any, limits: RequestLimits) -> None:
@@ -175,14 +332,18 @@ def invocation_info(headers: Mapping[str, str]) -> InvocationInfo:
     raw = headers.get("x-amzn-lambda-context")
     context: dict[str, Any] = {}
     if raw:
-        try:
-            parsed = json.loads(raw)
+        try:  # bounded like a body: locally a client can send this header (16 KB of "[")
+            parsed = parse_json(raw.encode("latin-1", "replace"), RequestLimits())
             context = parsed if isinstance(parsed, dict) else {}
-        except json.JSONDecodeError:
+        except HttpError:
             context = {}
     request_id = str(context.get("request_id") or context.get("aws_request_id") or "")
     deadline_ms = context.get("deadline") or context.get("deadline_ms")
     deadline = Deadline()
-    if isinstance(deadline_ms, int | float) and deadline_ms > 0:
+    if (
+        isinstance(deadline_ms, int | float)
+        and not isinstance(deadline_ms, bool)
+        and deadline_ms > 0
+    ):
         deadline = Deadline.after(deadline_ms / 1000 - time.time())
     return InvocationInfo(request_id=request_id or uuid.uuid4().hex, deadline=deadline)

@@ -5,6 +5,12 @@ messages become a :class:`ChatRequest`, the run's top-level text becomes the
 completion. Tool activity stays out of the text unless the request asks for it
 with ``"agentloop": {"show_tools": true}``; agent options (tools, limits) travel in
 that same ``agentloop`` object, since OpenAI's own fields have no place for them.
+
+Under failure the face speaks OpenAI's language too (docs/architecture.md, "The OpenAI
+face under failure"): a run without an answer is an error object, never a ``"stop"``; a
+run cut by a limit finishes with ``"length"``; errors tell SDKs not to retry what the
+server has already retried; and sent text, which cannot be taken back, is only ever
+continued, never contradicted.
 """
 
 from __future__ import annotations
@@ -16,14 +22,96 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentloop.events import Done, ErrorEvent, Event, TextDelta, ToolCallResult, ToolCallStart
+from agentloop.events import (
+    Done,
+    ErrorCode,
+    ErrorEvent,
+    Event,
+    TextDelta,
+    TextReset,
+    ToolCallResult,
+    ToolCallStart,
+    TurnStart,
+)
 from agentloop.http_api import HttpError
-from agentloop.models import ChatRequest, Message, Usage
+from agentloop.limits import CancelToken
+from agentloop.models import ChatRequest, Message, StopReason, Usage
 
 DEFAULT_MODEL_ALIAS = "agentloop"
 """Model name meaning "the server's default", for clients that insist on sending one."""
 
-_FINISH: dict[str, str] = {"completed": "stop", "error": "stop", "cancelled": "stop"}
+FinishReason = Literal["stop", "length"]
+
+FINISH_REASONS: dict[StopReason, FinishReason] = {
+    "completed": "stop",
+    "max_iterations": "length",
+    "budget": "length",
+    "deadline": "length",
+}
+"""Stop reasons that end with an answer. A limit cut the answer short, which is what
+OpenAI's "length" says; "error" and "cancelled" have no answer and end in an error object."""
+
+_RUN_ERROR_STATUS: dict[ErrorCode, int] = {
+    "configuration": 503,
+    "provider": 502,
+    "invalid_request": 422,
+    "internal": 500,
+}
+
+NO_CLIENT_RETRY = {"x-should-retry": "false"}
+"""Honoured by the openai SDK (and other Stainless-generated SDKs) before its own retry rules."""
+
+_DONE_FRAME = b"data: [DONE]\n\n"
+
+
+def no_client_retry(error: HttpError) -> HttpError:
+    """Mark ``error`` as not worth a client retry; returns it for chaining."""
+    error.headers.update(NO_CLIENT_RETRY)
+    return error
+
+
+def refusal(error: HttpError) -> HttpError:
+    """A request refused before its run started, with the face's retry policy applied.
+
+    Client errors (4xx) would be refused again, so clients are told not to retry, except
+    408 (the body came too slowly), which a retry can cure. A 5xx here (the token store
+    could not be read) made no model call, so the SDK's retries multiply nothing and may
+    outlast a passing failure: they are left alone.
+    """
+    if error.status == 408 or error.status >= 500:
+        return error
+    return no_client_retry(error)
+
+
+def event_error(event: ErrorEvent) -> HttpError:
+    """The error object for a run's ``error`` event; never retried by clients, because
+    the server already retried the provider (or a retry cannot help)."""
+    status = _RUN_ERROR_STATUS.get(event.code, 500)
+    return no_client_retry(HttpError(status, f"{event.code}_error", event.message))
+
+
+def run_error(done: Done, error: ErrorEvent | None) -> HttpError:
+    """The error answer for a run that ended without an answer (see :data:`FINISH_REASONS`)."""
+    if done.stop_reason == "cancelled":  # only a client that left cancels: no one reads this
+        return no_client_retry(
+            HttpError(499, "cancelled", "the run was cancelled before it finished")
+        )
+    if error is not None:
+        return event_error(error)
+    return no_client_retry(HttpError(500, "internal_error", "the run ended without an answer"))
+
+
+def stream_cut_error() -> HttpError:
+    """For a stream that already sent text the retried answer does not continue."""
+    return no_client_retry(
+        HttpError(
+            502,
+            "stream_cut",
+            "the provider's stream was cut after part of the answer had been sent, and the "
+            "retried answer does not continue it; a retry, or a non-streamed request, will "
+            "get the whole answer",
+        )
+    )
 
 
 class AgentOptions(BaseModel):
@@ -91,14 +179,90 @@ def _tool_line(event: ToolCallStart | ToolCallResult) -> str:
     return f"> `{event.name}` {status} in {event.duration_ms:.0f} ms\n\n"
 
 
-class CompletionStream:
-    """Turns agent events into ``chat.completion.chunk`` SSE lines."""
+class SentText:
+    """The top-level text a stream has sent, and how a ``text_reset`` is honoured.
 
-    def __init__(self, request: CompletionRequest, completion_id: str, model: str) -> None:
+    Sent text cannot be taken back. After a reset the voided text stays on the client's
+    screen, so the retried text is held back while it repeats what was sent and only
+    what goes beyond it is sent: the client ends with exactly the retried text. Text
+    that departs from what was sent cannot be shown correctly: :meth:`add` says so.
+    Nothing is buffered except while the retried text is still a prefix of the sent text.
+    """
+
+    def __init__(self) -> None:
+        self._pieces: list[str] = []
+        self._length = 0
+        self._window = 0
+        """Where the text a reset voids begins (the last turn_start or tool_call_result)."""
+        self._replay: str | None = None
+        """All text sent, while a retried text has yet to reproduce it."""
+        self._matched = 0
+
+    @property
+    def replaying(self) -> bool:
+        """True while the client shows text the run has not (yet) said again."""
+        return self._replay is not None
+
+    def mark(self) -> None:
+        """A new window: a reset from now on voids only text sent after this point."""
+        self._window = self._length
+
+    def reset(self) -> None:
+        """The text since the window began is void; what follows replaces it."""
+        if self._replay is None:
+            sent = "".join(self._pieces)
+            self._pieces = [sent]
+            if not sent[self._window :].strip():
+                # Blank text shows as nothing: leave it, and compare only what comes next.
+                self._window = self._length
+                return
+            self._replay = sent
+        self._matched = self._window
+
+    def add(self, text: str) -> str | None:
+        """What to send of the run's next ``text``: all of it, the part beyond the sent
+        text being repeated ("" while it only repeats), or None when it departs from it."""
+        if self._replay is None:
+            self._pieces.append(text)
+            self._length += len(text)
+            return text
+        replay, at = self._replay, self._matched
+        overlap = min(len(text), len(replay) - at)
+        if not replay.startswith(text[:overlap], at):
+            return None
+        self._matched = at + overlap
+        rest = text[overlap:]
+        if self._matched == len(replay):
+            self._replay = None
+            self._pieces.append(rest)
+            self._length += len(rest)
+        return rest
+
+
+class CompletionStream:
+    """Turns agent events into ``chat.completion.chunk`` SSE lines.
+
+    A run that ends without an answer ends the stream with one error object, the same
+    one the non-streamed face answers with (the openai SDK raises ``APIError`` on it),
+    and no ``finish_reason``. Whatever the run sends after that is drained unsent, so it
+    still ends with ``done`` and is recorded. ``cancel`` stops a run whose answer can no
+    longer reach the client correctly (a cut stream that was not repeated).
+    """
+
+    def __init__(
+        self,
+        request: CompletionRequest,
+        completion_id: str,
+        model: str,
+        cancel: CancelToken | None = None,
+    ) -> None:
         self.request = request
         self.id = completion_id
         self.created = int(time.time())
         self.model = model
+        self.cancel = cancel
+        self._sent = SentText()
+        self._ended = False
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         body = {
@@ -110,40 +274,75 @@ class CompletionStream:
         }
         return f"data: {json.dumps(body)}\n\n".encode()
 
+    def _fail(self, error: HttpError) -> list[bytes]:
+        self._ended = True
+        return [f"data: {json.dumps(error.body())}\n\n".encode(), _DONE_FRAME]
+
+    def _cut(self) -> list[bytes]:
+        if self.cancel is not None:  # its answer can no longer reach the client correctly
+            self.cancel.cancel()
+        return self._fail(stream_cut_error())
+
+    def _translate(self, event: Event) -> list[bytes]:
+        """The frames for one top-level event."""
+        if isinstance(event, TextDelta):
+            text = self._sent.add(event.text)
+            if text is None:
+                return self._cut()
+            return [self._chunk({"content": text})] if text else []
+        if isinstance(event, TextReset):
+            self._sent.reset()
+            return []
+        if isinstance(event, ErrorEvent):
+            return self._fail(event_error(event))
+        if self._sent.replaying and isinstance(
+            event, TurnStart | ToolCallStart | ToolCallResult | Done
+        ):
+            return self._cut()  # the retried turn ended short of what the client shows
+        if isinstance(event, TurnStart):
+            self._sent.mark()
+        elif isinstance(event, ToolCallStart | ToolCallResult):
+            if isinstance(event, ToolCallResult):
+                self._sent.mark()
+            if self.request.agentloop.show_tools:
+                return [self._chunk({"content": _tool_line(event)})]
+        elif isinstance(event, Done):
+            return self._finish(event)
+        return []
+
+    def _finish(self, done: Done) -> list[bytes]:
+        finish = FINISH_REASONS.get(done.stop_reason)
+        if finish is None:  # "error" after no error event, or "cancelled"
+            return self._fail(run_error(done, None))
+        frames = [self._chunk({}, finish)]
+        options = self.request.stream_options
+        if options is not None and options.include_usage:
+            usage = {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": _usage_json(done.usage),
+            }
+            frames.append(f"data: {json.dumps(usage)}\n\n".encode())
+        return frames
+
     async def frames(self, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
         yield self._chunk({"role": "assistant", "content": ""})
-        show_tools = self.request.agentloop.show_tools
         async for event in events:
-            if event.depth != 0:
+            if self._ended or event.depth != 0:
                 continue
-            if isinstance(event, TextDelta):
-                yield self._chunk({"content": event.text})
-            elif show_tools and isinstance(event, ToolCallStart | ToolCallResult):
-                yield self._chunk({"content": _tool_line(event)})
-            elif isinstance(event, ErrorEvent):
-                error = {"error": {"message": event.message, "type": event.code, "param": None}}
-                yield f"data: {json.dumps(error)}\n\n".encode()
-            elif isinstance(event, Done):
-                yield self._chunk({}, _FINISH.get(event.stop_reason, "length"))
-                options = self.request.stream_options
-                if options is not None and options.include_usage:
-                    usage = {
-                        "id": self.id,
-                        "object": "chat.completion.chunk",
-                        "created": self.created,
-                        "model": self.model,
-                        "choices": [],
-                        "usage": _usage_json(event.usage),
-                    }
-                    yield f"data: {json.dumps(usage)}\n\n".encode()
-        yield b"data: [DONE]\n\n"
+            for frame in self._translate(event):
+                yield frame
+        if not self._ended:
+            yield _DONE_FRAME
 
 
 def completion_body(
     done: Done, completion_id: str, model: str, tool_lines: list[str]
 ) -> dict[str, Any]:
-    """The non-streamed ``chat.completion`` for a finished run."""
-    finish: Literal["stop", "length"] = "stop" if done.stop_reason in _FINISH else "length"
+    """The non-streamed ``chat.completion`` for a run that ended with an answer."""
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -153,14 +352,11 @@ def completion_body(
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": "".join(tool_lines) + done.text},
-                "finish_reason": finish,
+                "finish_reason": FINISH_REASONS[done.stop_reason],
             }
         ],
         "usage": _usage_json(done.usage),
     }
-
-
-_ERROR_STATUS = {"configuration": 503, "provider": 502, "invalid_request": 422}
 
 
 async def collect_completion(
@@ -168,8 +364,9 @@ async def collect_completion(
 ) -> dict[str, Any]:
     """Run to the end and answer with one ``chat.completion`` object.
 
-    A run that failed outright (no model, provider down) is an HTTP error here, since
-    a non-streamed client has no other way to tell it from an answer.
+    The answer is ``done.text``, which already leaves out text a ``text_reset`` voided.
+    A run without an answer (``error``, ``cancelled``) raises :class:`HttpError`: a
+    non-streamed client has no other way to tell an apology from an answer.
     """
     tool_lines: list[str] = []
     error: ErrorEvent | None = None
@@ -184,7 +381,6 @@ async def collect_completion(
         elif isinstance(event, Done):
             done = event
     assert done is not None, "handle_chat always ends with done"
-    if error is not None and done.stop_reason == "error" and done.iterations <= 1:
-        status = _ERROR_STATUS.get(error.code, 500)
-        raise HttpError(status, f"{error.code}_error", error.message)
+    if done.stop_reason not in FINISH_REASONS:
+        raise run_error(done, error)
     return completion_body(done, completion_id, model, tool_lines)

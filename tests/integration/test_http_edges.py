@@ -1,0 +1,341 @@
+"""The app at its edges: bodies parsed within bounds, a 413 clients can read, stalled bodies
+timed out, and a non-streamed run cancelled when its client leaves.
+
+Everything goes through the real app: Starlette's TestClient for the parsing bounds, uvicorn
+on loopback (raw sockets, urllib, http.client) where the socket's behaviour is the point.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from agentloop.auth import BearerAuth, hash_token
+from agentloop.config import ConfigurationError
+from agentloop.events import Done
+from agentloop.http_api import RequestLimits
+from agentloop.tools.base import Tool
+from agentloop.tools.registry import ToolRegistry
+from chat_app import ChatService, create_app
+from tests.fakes.loopback import LoopbackServer
+from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
+from tests.helpers import TEST_CONFIG
+from tests.sample_tools import echo, sleeper
+
+TOKEN = "al_edges-token-1"
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+LOCAL = "http://127.0.0.1"  # the local app refuses other Host names
+ROUTES = ("/chat", "/v1/chat/completions")
+USER = {"role": "user", "content": "hi"}
+
+
+def make_service(
+    tools: list[Tool] | None = None, limits: RequestLimits | None = None
+) -> ChatService:
+    hashes = [hash_token(TOKEN)]
+    return ChatService(
+        config=TEST_CONFIG,
+        tools=ToolRegistry(tools or [echo]),
+        authenticate=BearerAuth(lambda: hashes).check,
+        auth_mode="bearer",
+        limits=limits or RequestLimits(),
+    )
+
+
+@pytest.fixture
+def client() -> Iterator[TestClient]:
+    with TestClient(create_app(make_service()), base_url=LOCAL) as test_client:
+        yield test_client
+
+
+def request_with(field: bytes) -> bytes:
+    """A valid request body with one more field whose raw JSON text is ``field``."""
+    return (
+        b'{"messages": [{"role": "user", "content": "hi"}], "model": "groq:m", "x": ' + field + b"}"
+    )
+
+
+def problems(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Log records that mean the app failed: errors and anything with a traceback."""
+    return [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+# -- 1. one bounded parser for every body -----------------------------------------------------
+
+DEEP = 50_000
+BAD_BODIES = {
+    "deep-array": (b"[" * DEEP, "json_too_deep", "deeper than 64 levels"),
+    "deep-messages": (b'{"messages": ' + b"[" * DEEP, "json_too_deep", "deeper than 64 levels"),
+    "deep-object": (b'{"a": ' * 65 + b"1" + b"}" * 65, "json_too_deep", "deeper than 64 levels"),
+    "huge-int": (
+        b'{"messages": [], "max_iterations": ' + b"9" * 5000 + b"}",
+        "number_too_large",
+        "number of 5000 characters; the limit is 100",
+    ),
+    "long-int": (request_with(b"1" * 101), "number_too_large", "number of 101 characters"),
+    "long-float": (request_with(b"0." + b"1" * 120), "number_too_large", "number of 122"),
+    "inf-float": (request_with(b"1e999"), "number_too_large", "out of a float's range: 1e999"),
+    "nan": (request_with(b"NaN"), "invalid_json", "NaN is not a JSON value"),
+    "infinity": (request_with(b"[-Infinity]"), "invalid_json", "-Infinity is not a JSON value"),
+    "surrogate": (
+        b'{"messages": [{"role": "user", "content": "\\ud800 hi"}], "model": "groq:m"}',
+        "invalid_unicode",
+        "messages.0.content contains an unpaired surrogate (\\ud800)",
+    ),
+    "low-surrogate": (request_with(b'["ok", "\\udc00"]'), "invalid_unicode", "x.1 contains"),
+    "surrogate-key": (
+        request_with(b'{"\\udfffkey": 1}'),
+        "invalid_unicode",
+        "a key in x contains an unpaired surrogate (\\udfff)",
+    ),
+    "encoded-surrogate": (request_with(b'"\xed\xa0\x80"'), "invalid_json", "not UTF-8"),
+    "not-utf8": (request_with(b'"\xff"'), "invalid_json", "not UTF-8 (invalid byte at offset"),
+}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize(("body", "type_", "fragment"), BAD_BODIES.values(), ids=BAD_BODIES)
+def test_bodies_past_the_bounds_are_400s_naming_the_problem(
+    client: TestClient,
+    llm: ScriptedLLM,
+    caplog: pytest.LogCaptureFixture,
+    route: str,
+    body: bytes,
+    type_: str,
+    fragment: str,
+) -> None:
+    # TestClient re-raises app exceptions, so a RecursionError or ValueError fails here too.
+    response = client.post(
+        route, content=body, headers={**AUTH, "content-type": "application/json"}
+    )
+
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == type_
+    assert fragment in error["message"]
+    assert error["code"] == 400
+    assert problems(caplog) == []
+    assert llm.requests == [], "nothing past the edge"
+
+
+def test_bodies_within_the_bounds_are_served(client: TestClient, llm: ScriptedLLM) -> None:
+    # The OpenAI face ignores unknown fields, so one request can carry every bound at its limit.
+    llm.respond_with(lambda request: Reply(text="fine"))
+    nested = b"[" * 62 + b"]" * 62  # in the body and "metadata": 64 levels in all
+    content = b'"\\ud83d\\ude00 \\\\ud800"'
+    body = (
+        b'{"model": "groq:m", "messages": [{"role": "user", "content": ' + content + b"}],"
+        b' "metadata": {"nested": ' + nested + b', "big": ' + b"9" * 100 + b', "f": 1e308}}'
+    )
+    response = client.post(
+        "/v1/chat/completions", content=body, headers={**AUTH, "content-type": "application/json"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "fine"
+    # A surrogate *pair* is one character; an escaped backslash is not an escape.
+    assert llm.requests[0].messages[-1]["content"] == "\U0001f600 \\ud800"
+
+
+def test_a_deep_lambda_context_header_is_ignored(client: TestClient, llm: ScriptedLLM) -> None:
+    # Locally anyone can send this header; it is parsed with the same bounds as a body.
+    llm.respond_with(lambda request: Reply(text="fine"))
+    headers = {**AUTH, "x-amzn-lambda-context": "[" * 10_000}
+    response = client.post("/chat", json={"messages": [USER], "model": "groq:m"}, headers=headers)
+    assert response.status_code == 200
+    assert "event: done" in response.text
+
+
+# -- over a real socket -----------------------------------------------------------------------
+
+
+def serve(service: ChatService) -> LoopbackServer:
+    return LoopbackServer(create_app(service), name="edges-app")
+
+
+def send_head(port: int, path: str, content_length: int, body: bytes = b"") -> socket.socket:
+    """Open a connection and send a request's head and the start of its body, then stop."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {content_length}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + body)
+    return sock
+
+
+def read_until_closed(sock: socket.socket) -> tuple[int, dict[str, Any], bytes]:
+    """Status and JSON body of the one response, read to the end of the connection.
+
+    Returning at all shows that the server closed the connection (the socket's timeout
+    would raise otherwise).
+    """
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body), head
+
+
+# -- 2. a 413 the client can read ---------------------------------------------------------------
+
+BIG = 12_000_000  # well past what loopback socket buffers absorb, so no luck involved
+
+
+def _post_urllib(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        data=b" " * BIG,
+        headers={**AUTH, "content-type": "application/json"},
+    )
+    try:
+        urllib.request.urlopen(request, timeout=10)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    raise AssertionError("the oversized body was accepted")
+
+
+def _post_chunked(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    pieces = (b" " * 1_000_000 for _ in range(BIG // 1_000_000))
+    connection.request(
+        "POST",
+        path,
+        body=pieces,
+        headers={**AUTH, "content-type": "application/json"},
+        encode_chunked=True,
+    )
+    response = connection.getresponse()
+    return response.status, json.loads(response.read())
+
+
+@pytest.mark.parametrize(
+    ("post", "fragment"),
+    [
+        (_post_urllib, f"request body is {BIG} bytes; the limit is 64000"),
+        (_post_chunked, "request body exceeds the limit of 64000 bytes"),
+    ],
+    ids=["content-length", "chunked"],
+)
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_client_that_sends_everything_first_reads_the_413(
+    post: Callable[[int, str], tuple[int, dict[str, Any]]], fragment: str, route: str
+) -> None:
+    # Before: the server answered and closed mid-upload; the client saw ECONNRESET/EPIPE.
+    limits = RequestLimits(max_body_bytes=64_000, max_discard_bytes=32_000_000)
+    with serve(make_service(limits=limits)) as server:
+        status, body = post(server.port, route)
+
+    assert status == 413
+    assert body["error"]["type"] == "request_too_large"
+    assert fragment in body["error"]["message"]
+
+
+def test_a_body_past_the_discard_bound_is_refused_without_reading() -> None:
+    with serve(make_service(limits=RequestLimits(body_timeout_s=5))) as server:
+        started = time.monotonic()
+        sock = send_head(server.port, "/chat", content_length=1_000_000_000)
+        with sock:
+            status, body, _ = read_until_closed(sock)
+
+    assert status == 413
+    assert "request body is 1000000000 bytes" in body["error"]["message"]
+    assert time.monotonic() - started < 2, "answered at once, not after the body timeout"
+
+
+# -- 3. a stalled body --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_stalled_body_gets_408_and_loses_its_connection(route: str) -> None:
+    with serve(make_service(limits=RequestLimits(body_timeout_s=0.3))) as server:
+        started = time.monotonic()
+        sock = send_head(server.port, route, content_length=100, body=b'{"messages": ')
+        with sock:
+            status, body, head = read_until_closed(sock)
+        waited = time.monotonic() - started
+
+    assert status == 408
+    assert body["error"] == {
+        "message": "the request body did not arrive within 0.3 s",
+        "type": "request_timeout",
+        "param": None,
+        "code": 408,
+    }
+    assert b"connection: close" in head.lower()
+    assert 0.3 <= waited < 3
+
+
+def test_a_stalled_oversized_body_gets_413() -> None:
+    limits = RequestLimits(max_body_bytes=1000, body_timeout_s=0.3)
+    with serve(make_service(limits=limits)) as server:
+        sock = send_head(server.port, "/chat", content_length=5000, body=b" " * 100)
+        with sock:
+            status, body, _ = read_until_closed(sock)
+    assert status == 413
+    assert "request body is 5000 bytes; the limit is 1000" in body["error"]["message"]
+
+
+def test_the_body_timeout_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, provider_env: ScriptedLLM
+) -> None:
+    monkeypatch.setenv("AGENTLOOP_AUTH_MODE", "none")
+    monkeypatch.setenv("AGENTLOOP_BODY_TIMEOUT_S", "0.25")
+    with LoopbackServer(create_app(), name="edges-env-app", lifespan="on") as server:
+        sock = send_head(server.port, "/chat", content_length=10)
+        with sock:
+            status, body, _ = read_until_closed(sock)
+    assert status == 408
+    assert "within 0.25 s" in body["error"]["message"]
+
+    for bad in ("0", "-1", "soon", "inf", "nan"):
+        with pytest.raises(ConfigurationError, match="AGENTLOOP_BODY_TIMEOUT_S"):
+            RequestLimits.from_env({"AGENTLOOP_BODY_TIMEOUT_S": bad})
+    assert RequestLimits.from_env({}).body_timeout_s == 10.0
+
+
+# -- 4. a non-streamed client that leaves -------------------------------------------------------
+
+
+def test_a_non_streamed_run_stops_when_its_client_leaves(llm: ScriptedLLM) -> None:
+    # The model never stops calling a slow tool; with 20 iterations the run would take 10 s.
+    log: list[tuple[str, str]] = []
+    llm.respond_with(lambda request: Reply(tool_calls=[call("sleep", label="s", seconds=0.5)]))
+    finished: list[Done] = []
+    service = make_service([sleeper(log)])
+    service.on_finish.append(lambda done, info: finished.append(done))
+    body = json.dumps(
+        {
+            "model": "groq:m",
+            "messages": [USER],
+            "agentloop": {"tools": ["sleep"], "max_iterations": 20},
+        }
+    ).encode()
+
+    with serve(service) as server:
+        sock = send_head(server.port, "/v1/chat/completions", len(body), body)
+        deadline = time.monotonic() + 5
+        while ("start", "s") not in log and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log == [("start", "s")], "the first tool call is running"
+        sock.close()  # the client gives up while the tool runs
+
+        while not finished and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # room for a model call that should not come
+
+    [done] = finished
+    assert done.stop_reason == "cancelled"
+    assert done.iterations == 1
+    assert len(llm.requests) == 1, "no model call after the client left"
+    assert log == [("start", "s"), ("end", "s")], "the tool round in progress was finished"

@@ -1,0 +1,283 @@
+"""Property-based: whatever body a client sends, the app answers 4xx with a JSON error or 200
+with a well-formed answer, never a 5xx, and logs no traceback.
+
+One uvicorn server for the module (real sockets, real SDK calls to the scripted model, which
+answers every request with text), one keep-alive client; hypothesis writes no database.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from agentloop.auth import BearerAuth, hash_token
+from agentloop.tools.registry import ToolRegistry
+from chat_app import ChatService, create_app
+from tests.fakes.loopback import LoopbackServer
+from tests.fakes.scripted_llm import Reply, ScriptedLLM
+from tests.helpers import TEST_CONFIG, _validator, parse_sse
+from tests.sample_tools import echo
+
+TOKEN = "al_fuzz-token-1"
+ROUTES = ("/chat", "/v1/chat/completions")
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+class Collected(logging.Handler):
+    """Every record from every logger (the app's, uvicorn's), to look for failures."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def failures(self, since: int) -> list[str]:
+        """Errors and anything carrying a traceback, logged after record ``since``."""
+        return [
+            f"{r.name}: {r.getMessage()}"
+            for r in self.records[since:]
+            if r.exc_info or r.levelno >= logging.ERROR or "Traceback" in r.getMessage()
+        ]
+
+
+class Fuzzed:
+    def __init__(self, client: httpx.Client, log: Collected) -> None:
+        self.client = client
+        self.log = log
+
+
+@pytest.fixture(scope="module")
+def fuzzed(llm_server: ScriptedLLM) -> Iterator[Fuzzed]:
+    hashes = [hash_token(TOKEN)]
+    service = ChatService(
+        config=TEST_CONFIG,
+        tools=ToolRegistry([echo]),
+        authenticate=BearerAuth(lambda: hashes).check,
+        auth_mode="bearer",
+    )
+    log = Collected()
+    root = logging.getLogger()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OPENAI_BASE_URL", llm_server.openai_base_url)
+        env.setenv("GROQ_BASE_URL", llm_server.groq_base_url)
+        env.setenv("OPENAI_API_KEY", "test-openai-key")
+        env.setenv("GROQ_API_KEY", "test-groq-key")
+        env.setenv("AGENTLOOP_METRICS", "off")
+        llm_server.reset()
+        llm_server.respond_with(lambda request: Reply(text="An answer."))
+        root.addHandler(log)
+        try:
+            with (
+                LoopbackServer(create_app(service), name="fuzzed-app") as server,
+                httpx.Client(base_url=server.url, timeout=30) as client,
+            ):
+                yield Fuzzed(client, log)
+        finally:
+            root.removeHandler(log)
+            llm_server.reset()
+
+
+def check_answer(fuzzed: Fuzzed, route: str, body: bytes, content_type: str | None) -> None:
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    if content_type is not None:
+        headers["content-type"] = content_type
+    before = len(fuzzed.log.records)
+    response = fuzzed.client.post(route, content=body, headers=headers)
+    event(f"{route} {response.status_code}")  # --hypothesis-show-statistics: what was reached
+
+    assert 200 <= response.status_code < 500, response.text
+    assert "Traceback" not in response.text
+    if response.status_code == 200:
+        check_success(route, response)
+    else:
+        assert 400 <= response.status_code < 500
+        assert response.headers["content-type"] == "application/json"
+        error = response.json()["error"]
+        assert isinstance(error["message"], str)
+        assert error["message"]
+        assert isinstance(error["type"], str)
+        assert error["code"] == response.status_code
+    assert fuzzed.log.failures(since=before) == []
+
+
+def check_success(route: str, response: httpx.Response) -> None:
+    """A 200 is a whole answer: a stream ending in ``done`` / ``[DONE]``, or a completion."""
+    if response.headers["content-type"].startswith("text/event-stream"):
+        lines = response.text.splitlines()
+        if route == "/chat":
+            frames = parse_sse(lines)
+            for _, data in frames:
+                if data is not None:
+                    _validator.validate(data)
+            assert frames[-1][0] == "done"
+        else:
+            chunks = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
+            assert chunks[-1] == "[DONE]"
+            for chunk in chunks[:-1]:
+                assert isinstance(json.loads(chunk), dict)
+    else:
+        assert route == "/v1/chat/completions"
+        completion = response.json()
+        assert completion["object"] == "chat.completion"
+        assert isinstance(completion["choices"][0]["message"]["content"], str)
+
+
+# -- strategies -------------------------------------------------------------------------------
+
+CONTENT_TYPES = st.one_of(
+    st.just("application/json"),
+    st.sampled_from(
+        [
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonx",
+            "",
+            None,
+        ]
+    ),
+)
+# Text that may hold lone surrogates: sent as \\udxxx escapes or, unescaped, as raw bytes.
+TEXT = st.text(max_size=20) | st.text(
+    st.characters(categories=["Cs"]) | st.sampled_from("a é\U0001f600"), min_size=1, max_size=6
+)
+LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=10**60, max_value=10**120)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT
+)
+JSON_VALUES = st.recursive(
+    LEAVES,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(TEXT, children, max_size=4),
+    max_leaves=12,
+)
+ROLES = st.sampled_from(["user", "assistant", "system", "tool", "robot", ""])
+MESSAGE = st.fixed_dictionaries(
+    {"role": ROLES | JSON_VALUES, "content": st.text(max_size=30) | JSON_VALUES},
+    optional={"tool_calls": JSON_VALUES, "tool_call_id": st.text(max_size=6), "name": JSON_VALUES},
+)
+USER_MESSAGE = st.fixed_dictionaries({"role": st.just("user"), "content": st.text(max_size=30)})
+MODELS = st.sampled_from(
+    ["groq:m", "openai:gpt-4o-mini", "agentloop", "mistral:large", "gpt-4o", "groq:", ""]
+)
+VALID_REQUESTS = st.fixed_dictionaries(
+    {"messages": st.lists(USER_MESSAGE, min_size=1, max_size=2)},
+    optional={
+        "model": st.sampled_from(["groq:m", "openai:gpt-4o-mini", "agentloop"]),
+        "stream": st.booleans(),
+        "max_iterations": st.integers(1, 3),
+        "agentloop": st.fixed_dictionaries({"show_tools": st.booleans()}),
+    },
+)
+# Mostly plausible requests (so the validation paths and real runs are reached), some not.
+REQUESTS = st.fixed_dictionaries(
+    {
+        "messages": st.one_of(
+            st.lists(USER_MESSAGE, min_size=1, max_size=2),
+            st.lists(MESSAGE, max_size=3).map(lambda m: [*m, {"role": "user", "content": "q"}]),
+            st.lists(MESSAGE, max_size=3),
+            JSON_VALUES,
+        )
+    },
+    optional={
+        "model": MODELS | JSON_VALUES,
+        "tools": st.sampled_from([[], ["echo"], ["nope"]]) | JSON_VALUES,
+        "max_iterations": st.integers(-2, 30) | JSON_VALUES,
+        "token_budget": st.integers(-2, 10**7) | JSON_VALUES,
+        "stream": st.booleans() | JSON_VALUES,
+        "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}) | JSON_VALUES,
+        "agentloop": st.fixed_dictionaries(
+            {},
+            optional={
+                "tools": st.sampled_from([[], ["echo"]]) | JSON_VALUES,
+                "show_tools": st.booleans() | JSON_VALUES,
+                "max_iterations": st.integers(-2, 30),
+            },
+        )
+        | JSON_VALUES,
+        "surprise": JSON_VALUES,
+    },
+)
+
+
+@FUZZ
+@given(
+    route=st.sampled_from(ROUTES),
+    value=VALID_REQUESTS | REQUESTS | JSON_VALUES,
+    ascii_only=st.booleans(),
+    content_type=CONTENT_TYPES,
+)
+def test_json_values_never_get_a_5xx(
+    fuzzed: Fuzzed, route: str, value: Any, ascii_only: bool, content_type: str | None
+) -> None:
+    body = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    check_answer(fuzzed, route, body, content_type)
+
+
+def nested(depth: int, closed: bool) -> bytes:
+    return b'{"messages": ' + b"[" * depth + (b"]" * depth + b"}" if closed else b"")
+
+
+SURROGATE_PIECES = st.sampled_from(
+    [r"\ud800", r"\udfff", r"\ud83d\ude00", r"\ud83d", r"\\ud800", r"\u0000", "x", " ", "\\n"]
+)
+FRAGMENTS = st.one_of(
+    st.integers(1, 3000).flatmap(lambda n: st.booleans().map(lambda c: nested(n, c))),
+    st.integers(1, 6000).map(lambda n: b"9" * n),
+    st.integers(1, 400).map(lambda n: b"-0." + b"1" * n + b"e-5"),
+    st.sampled_from([b"1e999", b"-1e999", b"1e-999", b"NaN", b"Infinity", b"-Infinity", b"1E400"]),
+    st.lists(SURROGATE_PIECES, max_size=6).map(lambda p: ('"' + "".join(p) + '"').encode()),
+    st.sampled_from([b'"\xed\xa0\x80"', b'"\xff"', b"\xef\xbb\xbf", b'"\xc3"', b"\x00"]),
+    st.binary(max_size=40),
+)
+
+
+@st.composite
+def raw_bodies(draw: st.DrawFn) -> bytes:
+    """A request's JSON text with a raw fragment spliced in, or random bytes."""
+    kind = draw(st.sampled_from(["in-content", "in-field", "spliced", "alone", "random"]))
+    fragment: bytes = draw(FRAGMENTS)
+    if kind == "random":
+        noise: bytes = draw(st.binary(max_size=300))
+        return noise
+    if kind == "alone":
+        return fragment
+    if kind == "in-content":
+        return b'{"messages": [{"role": "user", "content": ' + fragment + b"}]}"
+    if kind == "in-field":
+        field: bytes = draw(
+            st.sampled_from([b"max_iterations", b"model", b"tools", b"stream", b"x"])
+        )
+        return (
+            b'{"messages": [{"role": "user", "content": "q"}], "' + field + b'": ' + fragment + b"}"
+        )
+    base = json.dumps({"messages": [{"role": "user", "content": "q"}], "model": "groq:m"}).encode()
+    at = draw(st.integers(0, len(base)))
+    return base[:at] + fragment + base[at:]
+
+
+@FUZZ
+@given(route=st.sampled_from(ROUTES), body=raw_bodies(), content_type=CONTENT_TYPES)
+def test_raw_bodies_never_get_a_5xx(
+    fuzzed: Fuzzed, route: str, body: bytes, content_type: str | None
+) -> None:
+    check_answer(fuzzed, route, body, content_type)
