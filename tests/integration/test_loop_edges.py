@@ -110,6 +110,26 @@ async def test_lone_surrogates_from_the_provider_never_reach_an_encoder(
     provider_history_is_valid(llm.requests[1].messages)
 
 
+async def test_text_no_encoder_takes_is_a_local_fault_never_sent_nor_retried(
+    llm: ScriptedLLM, model: str
+) -> None:
+    """Were a lone surrogate to get past every check, the call fails at once as ours."""
+    from agentloop.llm.base import ModelCall, ProviderError
+    from agentloop.llm.registry import get_model
+
+    async def ignore(_: str) -> None:
+        return None
+
+    call_ = ModelCall(messages=[{"role": "user", "content": "\ud800 hi"}], timeout=5)
+    with pytest.raises(ProviderError) as caught:
+        await get_model(model).complete(call_, ignore)
+
+    assert caught.value.kind == "bad_request"
+    assert not caught.value.retryable
+    assert "could not be built" in caught.value.message
+    assert llm.requests == []
+
+
 # ---- property: whatever the model streams, the run ends well ---------------------------------
 
 names = st.one_of(
@@ -134,12 +154,15 @@ def _reply(
     return Reply(text=text, tool_calls=tool_calls, cut_after=cut, finish_reason=finish)
 
 
-replies = st.builds(
-    _reply,
-    st.one_of(st.none(), st.text(min_size=1, max_size=60)),
-    calls,
-    st.one_of(st.none(), st.integers(min_value=0, max_value=12)),
-    st.one_of(st.none(), st.sampled_from(["stop", "length", "tool_calls", "banana", ""])),
+replies = st.one_of(
+    st.just(Reply(empty=True)),
+    st.builds(
+        _reply,
+        st.one_of(st.none(), st.text(min_size=1, max_size=60)),
+        calls,
+        st.one_of(st.none(), st.integers(min_value=0, max_value=12)),
+        st.one_of(st.none(), st.sampled_from(["stop", "length", "tool_calls", "banana", ""])),
+    ),
 )
 
 
