@@ -21,7 +21,7 @@ from agentloop.research.jobs import JobMessage
 from agentloop.research.store import LocalResultStore
 from agentloop.research.worker import IDEMPOTENCY_KEY_PREFIX, ResearchWorker
 from agentloop.tools.registry import ToolRegistry
-from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM
+from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 
 BUCKET = "agentloop-results-test"
 TABLE = "agentloop-idempotency-test"
@@ -361,3 +361,102 @@ def test_on_lambda_the_worker_refuses_to_run_without_the_table(tmp_path: Any) ->
     env = {"AWS_LAMBDA_FUNCTION_NAME": "agentloop-research-worker"}
     with pytest.raises(ConfigurationError, match="AGENTLOOP_IDEMPOTENCY_TABLE"):
         ResearchWorker.from_env(env, tools=ToolRegistry(), store=LocalResultStore(tmp_path))
+
+
+# -- limits and retries -----------------------------------------------------------------------
+
+
+def redeliver(aws: Aws, record: dict[str, Any]) -> dict[str, Any]:
+    """SQS delivering a batch item failure again (at once, instead of after 90 minutes)."""
+    aws.sqs.change_message_visibility(
+        QueueUrl=aws.queue_url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=0
+    )
+    [again] = aws.drain()
+    assert again["messageId"] == record["messageId"]
+    return again
+
+
+def tool_then_answer(request: RecordedRequest) -> Reply:
+    """Calls a tool until it has a result, then answers: a run its iteration limit can cut."""
+    if any(m["role"] == "tool" for m in request.messages):
+        return Reply(text="From the one lookup I made: partial.", usage=(40, 10))
+    return Reply(tool_calls=[call("lookup", key="x")], usage=(900, 100))
+
+
+@pytest.mark.parametrize("retry_ms", [5_500, 120_000], ids=["stopped-again", "finished"])
+def test_a_deadline_stop_is_retried_once_through_sqs(
+    aws: Aws, llm: ScriptedLLM, retry_ms: int
+) -> None:
+    from research_handlers import schedule_handler, worker_handler
+
+    llm.respond_with(by_prompt({}, answer_for))
+    schedule_handler(schedule(job("slow", title="Slow topic")), FakeContext())
+    [first] = aws.drain()
+
+    # 5.5 s left, 5 s kept back: half a second is too short for a model turn.
+    response = worker_handler({"Records": [first]}, FakeContext(remaining_ms=5_500))
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": first["messageId"]}]}
+    assert llm.requests == []
+    report = aws.read(f"{PREFIX}slow/report.md")
+    assert report.startswith("# Slow topic\n\n> **Incomplete: stopped at its deadline.** ")
+    assert "may be partial." in report.split("\n\n")[1]
+    assert "| attempt | 1 |" in report
+    assert f"{PREFIX}slow/failure.json" not in aws.stored()
+
+    second = redeliver(aws, first)
+    assert second["attributes"]["ApproximateReceiveCount"] == "2"
+    again = worker_handler({"Records": [second]}, FakeContext(remaining_ms=retry_ms))
+
+    assert again == {"batchItemFailures": []}, "a second deadline stop is kept, not retried"
+    report = aws.read(f"{PREFIX}slow/report.md")
+    assert "| attempt | 2 |" in report
+    if retry_ms == 5_500:
+        assert "> **Incomplete: stopped at its deadline.**" in report
+        assert "| status | incomplete |" in report
+    else:
+        assert report.startswith(f"# Slow topic\n\nAnswer to: {prompts_sent(llm)[0]}")
+        assert "| status | succeeded |" in report
+    items = aws.dynamodb.scan(TableName=TABLE)["Items"]
+    assert {i["id"]["S"]: i["status"]["S"] for i in items} == {
+        idempotency_key("slow", EXECUTION): "COMPLETED"
+    }
+
+
+def test_iteration_and_budget_stops_are_kept_without_a_retry(aws: Aws, llm: ScriptedLLM) -> None:
+    llm.respond_with(tool_then_answer)
+    jobs = [
+        job("few-turns", tools=[], limits={"max_iterations": 1}),
+        job("few-tokens", tools=[], limits={"token_budget": 1_000}),
+    ]
+
+    _, response, _ = plan_and_run(aws, schedule(*jobs))
+
+    assert response == {"batchItemFailures": []}
+    turns = aws.read(f"{PREFIX}few-turns/report.md")
+    assert "> **Incomplete: stopped at its iteration limit.** The run used all 1 tool" in turns
+    assert "From the one lookup I made: partial." in turns
+    assert "send a message" not in turns
+    tokens = aws.read(f"{PREFIX}few-tokens/report.md")
+    assert "> **Incomplete: stopped at its token budget.**" in tokens
+    assert "of 1,000 tokens" in tokens
+    assert "| stop reason | budget |" in tokens
+    assert not [key for key in aws.stored() if key.endswith("failure.json")]
+
+
+def test_a_successful_retry_removes_the_failure_record(aws: Aws, llm: ScriptedLLM) -> None:
+    from research_handlers import worker_handler
+
+    flaky = "Fails until the key is fixed."
+    routes = {flaky: Reply(status=401)}
+    llm.respond_with(by_prompt(routes, answer_for))
+    _, first, [record] = plan_and_run(aws, schedule(job("flaky", flaky)))
+    assert len(first["batchItemFailures"]) == 1
+    assert aws.stored() == [f"{PREFIX}flaky/failure.json"]
+
+    routes.clear()  # the key was fixed before SQS delivered the message again
+    again = worker_handler({"Records": [redeliver(aws, record)]}, FakeContext())
+
+    assert again == {"batchItemFailures": []}
+    assert aws.stored() == [f"{PREFIX}flaky/report.md", f"{PREFIX}flaky/transcript.json"]
+    assert "| attempt | 2 |" in aws.read(f"{PREFIX}flaky/report.md")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from agentloop.limits import Deadline
 from agentloop.research.cli import main, run_jobs
 from agentloop.research.jobs import JobMessage, JobSpec
 from agentloop.research.runner import JobRunner
@@ -176,10 +177,10 @@ def test_the_cli_runs_the_jobs_and_prints_the_table(tmp_path: Path, llm: Scripte
 
     assert code == 0
     lines = out.getvalue().strip().splitlines()
-    assert lines[0].split() == ["job", "stop", "reason", "tokens", "seconds", "report"]
+    assert lines[0].split() == ["job", "status", "stop", "reason", "tokens", "seconds", "report"]
     for i, row in enumerate(lines[2:]):
         cells = row.split()
-        assert cells[:3] == [f"q{i}", "completed", "100"]
+        assert cells[:4] == [f"q{i}", "succeeded", "completed", "100"]
         assert Path(cells[-1]).read_text().startswith(f"# q{i}\n\nAn answer.")
     assert "3/3 jobs" in err.getvalue()
 
@@ -198,6 +199,7 @@ def test_the_cli_without_keys_reports_each_jobs_configuration_error(
     spec_ids = [j["id"] for j in json.loads((ROOT / "examples" / "jobs.json").read_text())["jobs"]]
     for job_id in spec_ids:
         row = next(line for line in table.splitlines() if line.startswith(job_id))
+        assert " failed " in row
         assert " error " in row
         assert "GROQ_API_KEY is not set" in row
         assert list(tmp_path.glob(f"research/*/{job_id}/failure.json"))
@@ -254,3 +256,102 @@ def test_python_m_agentloop_research_runs_as_a_module(tmp_path: Path, llm: Scrip
 def test_job_specs_and_messages_round_trip() -> None:
     spec = JobSpec.model_validate({"id": "a", "prompt": "Q?"})
     assert message(spec.model_dump()).job == spec
+
+
+def tool_then_answer(request: RecordedRequest) -> Reply:
+    """Calls a tool until it has a result, then answers: a run its limits can cut short."""
+    if any(m["role"] == "tool" for m in request.messages):
+        return Reply(text="What one search found: partial.", usage=(40, 10))
+    return Reply(tool_calls=[call("search_web", query="lambda limits")], usage=(900, 100))
+
+
+@pytest.mark.parametrize(
+    ("limits", "deadline_s", "stop_reason", "headline"),
+    [
+        ({"max_iterations": 1}, None, "max_iterations", "stopped at its iteration limit"),
+        ({"token_budget": 1_000}, None, "budget", "stopped at its token budget"),
+        ({}, 0.5, "deadline", "stopped at its deadline"),  # too short for a model turn
+    ],
+)
+def test_a_run_stopped_by_a_limit_is_incomplete_and_says_so(
+    tmp_path: Path,
+    llm: ScriptedLLM,
+    limits: dict[str, int],
+    deadline_s: float | None,
+    stop_reason: str,
+    headline: str,
+) -> None:
+    runner = JobRunner(
+        store=LocalResultStore(tmp_path), config=TEST_CONFIG, tools=ToolRegistry([fake_search])
+    )
+    spec = {
+        "id": "cut",
+        "prompt": "What are the limits?",
+        "model": "groq:m",
+        "tools": ["search_web"],
+        "limits": limits,
+        "output": {"formats": ["markdown", "json"]},
+    }
+    folder = tmp_path / "research" / "2025-06-02" / "cut"
+    llm.script(Reply(status=401))  # an earlier attempt failed and left its record
+    assert asyncio.run(runner.run(message(spec))).status == "failed"
+    assert (folder / "failure.json").exists()
+    llm.respond_with(tool_then_answer)
+
+    deadline = Deadline.after(deadline_s) if deadline_s else None
+    outcome = asyncio.run(runner.run(message(spec), deadline=deadline))
+
+    assert (outcome.status, outcome.stop_reason) == ("incomplete", stop_reason)
+    assert outcome.location == str(folder / "report.md")
+    report = (folder / "report.md").read_text()
+    assert report.startswith(f"# cut\n\n> **Incomplete: {headline}.** ")
+    assert "may be partial." in report.split("\n\n")[1]
+    assert "send a message" not in report
+    assert f"| stop reason | {stop_reason} |" in report
+    assert json.loads((folder / "report.json").read_text())["status"] == "incomplete"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "report.json",
+        "report.md",
+        "transcript.json",
+    ], "the earlier failure.json is gone"
+
+
+def test_a_successful_run_removes_an_earlier_failure_record(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    runner = JobRunner(store=LocalResultStore(tmp_path), config=TEST_CONFIG)
+    spec = {"id": "flaky", "prompt": "Q?", "model": "groq:m", "tools": []}
+    folder = tmp_path / "research" / "2025-06-02" / "flaky"
+    llm.script(Reply(status=401), Reply(text="Answered on the retry."))
+
+    first = asyncio.run(runner.run(message(spec), attempt=1))
+    second = asyncio.run(runner.run(message(spec), attempt=2))
+
+    assert (first.status, second.status) == ("failed", "succeeded")
+    assert sorted(p.name for p in folder.iterdir()) == ["report.md", "transcript.json"]
+    assert "| attempt | 2 |" in (folder / "report.md").read_text()
+
+
+def test_the_cli_table_shows_an_incomplete_job(tmp_path: Path, llm: ScriptedLLM) -> None:
+    def respond(request: RecordedRequest) -> Reply:
+        prompt = next(m["content"] for m in request.messages if m["role"] == "user")
+        return Reply(text="Done.") if prompt == "Easy?" else tool_then_answer(request)
+
+    llm.respond_with(respond)
+    jobs = write_jobs(
+        tmp_path / "jobs.json",
+        [
+            # No tools offered: the model's call gets an "unknown tool" result, a turn spent.
+            {"id": "cut", "prompt": "Hard?", "tools": [], "limits": {"max_iterations": 1}},
+            {"id": "easy", "prompt": "Easy?", "tools": []},
+        ],
+    )
+    out, err = io.StringIO(), io.StringIO()
+
+    code = main([str(jobs), "--output", str(tmp_path / "out")], out=out, err=err)
+
+    assert code == 0, "an incomplete job left a report: not a failure"
+    rows = {line.split()[0]: line.split() for line in out.getvalue().splitlines()[3:]}
+    assert rows["cut"][1:3] == ["incomplete", "max_iterations"]
+    assert rows["easy"][1:3] == ["succeeded", "completed"]
+    assert "1 incomplete" in err.getvalue()

@@ -47,6 +47,19 @@ def site() -> Starlette:
     async def pdf(request: Request) -> Response:
         return Response(b"%PDF-1.7", media_type="application/pdf")
 
+    async def to_javascript(request: Request) -> Response:
+        return Response(status_code=302, headers={"location": "javascript:alert(1)"})
+
+    async def to_nowhere(request: Request) -> Response:
+        return Response(status_code=302, headers={"location": "http:///etc/passwd"})
+
+    async def odd_charset(request: Request) -> Response:
+        body = "<html><head><title>Caf\u00e9 notes</title></head><body><article>"
+        body += "<p>The caf\u00e9 opens at nine and closes at five on weekdays.</p>" * 5
+        body += "</article></body></html>"
+        charset = request.query_params["charset"]
+        return Response(body.encode(), headers={"content-type": f"text/html; charset={charset}"})
+
     return Starlette(
         routes=[
             Route("/news", news),
@@ -54,6 +67,9 @@ def site() -> Starlette:
             Route("/injection", injection),
             Route("/notes.txt", notes),
             Route("/report.pdf", pdf),
+            Route("/to-javascript", to_javascript),
+            Route("/to-nowhere", to_nowhere),
+            Route("/odd-charset", odd_charset),
         ]
     )
 
@@ -255,3 +271,40 @@ async def test_result_fits_the_loops_bound_with_its_fields_whole(
     assert page["untrusted_content"] is True
     assert page["content"].startswith("Energy\n\n# Marlow Vale approves floating solar farm")
     assert page["content"].endswith("characters ...]")
+
+
+async def test_bad_redirects_and_unknown_charsets_are_results_the_model_reads(
+    llm: ScriptedLLM, model: str, pages: LoopbackServer
+) -> None:
+    llm.script(
+        Reply(
+            tool_calls=[
+                call("scrape", url=f"{pages.url}/to-javascript"),
+                call("scrape", url=f"{pages.url}/to-nowhere"),
+                call("scrape", url=f"{pages.url}/odd-charset?charset=x-unknown-123"),
+                call("scrape", url=f"{pages.url}/odd-charset?charset=rot13"),  # not text
+            ]
+        ),
+        Reply(text="Two pages could not be read; the cafe opens at nine."),
+    )
+
+    result = await run_chat("Read these.", model=model, tools=[loopback_scrape()])
+
+    assert result.done.stop_reason == "completed"
+    by_id = {r.call_id: tool_payload(r.content) for r in result.tool_results}
+    javascript, nowhere, unknown, rot13 = (by_id[s.call_id] for s in result.tool_starts)
+    assert javascript == {
+        "ok": False,
+        "error": "redirect 1 of 5 to javascript:alert(1) refused: scheme 'javascript' is not "
+        "allowed (only http and https)",
+        "hint": "the page redirects somewhere that cannot be fetched; try another source",
+    }
+    assert nowhere["ok"] is False
+    assert nowhere["error"] == (
+        "redirect 1 of 5 cannot be followed: the Location 'http:///etc/passwd' has no host"
+    )
+    for page in (unknown["result"], rot13["result"]):  # labels that are no web charset: UTF-8
+        assert page["title"] == "Caf\u00e9 notes"
+        assert "The caf\u00e9 opens at nine" in page["content"]
+    # The model was sent all four results and answered from them.
+    assert [m["role"] for m in llm.requests[1].messages[-4:]] == ["tool"] * 4

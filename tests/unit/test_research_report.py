@@ -6,11 +6,14 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from agentloop.events import (
     Done,
     ErrorEvent,
     Event,
     ModelSwitched,
+    Notice,
     RunStart,
     ToolCallResult,
     ToolCallStart,
@@ -22,6 +25,7 @@ from agentloop.research.report import (
     collect_sources,
     failure_json,
     render_markdown,
+    report_json,
     transcript_json,
 )
 from agentloop.research.runner import JobTimeShare
@@ -183,6 +187,64 @@ def test_the_markdown_report_has_answer_sources_run_facts_and_prompt() -> None:
     assert "| execution id | exec-1 |" in report
     assert "| attempt | 2 |" in report
     assert report.endswith("## Prompt\n\n> What moved?\n> Be brief.\n")
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "headline", "detail"),
+    [
+        (
+            "max_iterations",
+            "stopped at its iteration limit",
+            "used all 5 tool iterations it was allowed (`limits.max_iterations`)",
+        ),
+        (
+            "budget",
+            "stopped at its token budget",
+            "used up its token budget of 9,000 tokens (`limits.token_budget`)",
+        ),
+        ("deadline", "stopped at its deadline", "ran out of time after 42.0 s"),
+        ("cancelled", "cancelled", "was cancelled before the model had finished"),
+    ],
+)
+def test_a_run_stopped_by_a_limit_says_so_above_its_answer(
+    stop_reason: str, headline: str, detail: str
+) -> None:
+    notice = f"Stopped early ({stop_reason}); send a message to continue."
+    events: list[Event] = [
+        RunStart(
+            model="groq:m", tools=[], max_iterations=5, token_budget=9000, budget_remaining=9000
+        ),
+        Notice(code=stop_reason, message=notice),
+        done(f"What I found so far.\n\n{notice}", stop_reason),
+    ]
+    gathered = facts(events, title="Scan")
+
+    report = render_markdown(gathered)
+    data = report_json(gathered)
+
+    top, answer = report.split("\n\n")[1:3]
+    assert top.startswith(f"> **Incomplete: {headline}.** ")
+    assert detail in top
+    assert top.endswith("may be partial.")
+    assert answer == "What I found so far."
+    assert "send a message" not in report  # nobody can message a batch job
+    assert "| status | incomplete |" in report
+    assert f"| stop reason | {stop_reason} |" in report
+    assert data["status"] == "incomplete"
+    assert data["incomplete_notice"] == top
+    assert data["answer"] == "What I found so far."
+
+
+def test_a_finished_run_has_no_incomplete_notice() -> None:
+    gathered = facts([done("All done.\n\nStopped early; send a message to continue.")])
+
+    report = render_markdown(gathered)
+
+    assert report.startswith("# scan\n\nAll done.\n\nStopped early; send a message")
+    assert "Incomplete" not in report
+    assert "| status | succeeded |" in report
+    assert report_json(gathered)["status"] == "succeeded"
+    assert report_json(gathered)["incomplete_notice"] is None
 
 
 def test_a_run_without_tools_says_so() -> None:

@@ -32,6 +32,18 @@ def test_keys_stay_inside_the_store(tmp_path: Path, key: str) -> None:
         S3ResultStore("bucket", client=object()).location(key)
 
 
+def test_the_local_store_deletes_a_key_and_ignores_a_missing_one(tmp_path: Path) -> None:
+    store = LocalResultStore(tmp_path)
+    where = Path(store.put("research/d/j/failure.json", b"{}", "application/json"))
+
+    store.delete("research/d/j/failure.json")
+    store.delete("research/d/j/failure.json")  # gone already: not an error
+
+    assert not where.exists()
+    with pytest.raises(ValueError, match="not a relative store key"):
+        store.delete("research/../../etc/passwd")
+
+
 def test_the_store_is_chosen_by_the_environment(tmp_path: Path) -> None:
     default = store_from_env({})
     assert isinstance(default, LocalResultStore)
@@ -44,12 +56,12 @@ def test_the_store_is_chosen_by_the_environment(tmp_path: Path) -> None:
     assert s3.location("research/d/j/report.md") == "s3://results/research/d/j/report.md"
 
 
-def outcome(job_id: str, *, failed: bool = False) -> JobOutcome:
+def outcome(job_id: str, *, failed: bool = False, limit: str | None = None) -> JobOutcome:
     return JobOutcome(
         job_id=job_id,
         execution_id="e",
-        status="failed" if failed else "succeeded",
-        stop_reason="error" if failed else "completed",
+        status="failed" if failed else "incomplete" if limit else "succeeded",
+        stop_reason="error" if failed else limit or "completed",
         tokens=0 if failed else 12_345,
         seconds=1.25,
         location=f"out/{job_id}/{'failure.json' if failed else 'report.md'}",
@@ -59,7 +71,11 @@ def outcome(job_id: str, *, failed: bool = False) -> JobOutcome:
 
 def test_the_table_has_one_row_per_job_and_the_errors() -> None:
     table = summary_table(
-        [outcome("alpha"), outcome("beta-longer-name", failed=True)],
+        [
+            outcome("alpha"),
+            outcome("beta-longer-name", failed=True),
+            outcome("gamma", limit="deadline"),
+        ],
         [
             Rejection("#2", 2, "id", "Field required"),
             Rejection("#2", 2, "prompt", "Field required"),
@@ -67,18 +83,35 @@ def test_the_table_has_one_row_per_job_and_the_errors() -> None:
     )
 
     lines = table.splitlines()
-    assert lines[0].split() == ["job", "stop", "reason", "tokens", "seconds", "report", "error"]
-    assert lines[2].split() == ["alpha", "completed", "12,345", "1.2", "out/alpha/report.md"]
-    assert lines[3].split()[:5] == [
+    header = ["job", "status", "stop", "reason", "tokens", "seconds", "report", "error"]
+    assert lines[0].split() == header
+    assert lines[2].split() == [
+        "alpha",
+        "succeeded",
+        "completed",
+        "12,345",
+        "1.2",
+        "out/alpha/report.md",
+    ]
+    assert lines[3].split()[:6] == [
         "beta-longer-name",
+        "failed",
         "error",
         "0",
         "1.2",
         "out/beta-longer-name/failure.json",
     ]
     assert lines[3].endswith("configuration: GROQ_API_KEY is not set")
-    assert lines[4].split()[:5] == ["#2", "rejected", "-", "-", "-"]
-    assert lines[4].endswith("id: Field required; prompt: Field required")
+    assert lines[4].split() == [
+        "gamma",
+        "incomplete",
+        "deadline",
+        "12,345",
+        "1.2",
+        "out/gamma/report.md",
+    ]
+    assert lines[5].split()[:6] == ["#2", "rejected", "-", "-", "-", "-"]
+    assert lines[5].endswith("id: Field required; prompt: Field required")
     assert lines[2].index("1.2") + 3 == lines[0].index("seconds") + 7  # numbers right-aligned
 
 
@@ -109,14 +142,16 @@ def test_the_progress_bar_redraws_in_place_on_a_terminal() -> None:
 
 def test_the_progress_bar_writes_lines_when_not_a_terminal() -> None:
     stream = io.StringIO()
-    bar = ProgressBar(2, stream, width=4, clock=lambda: 0.0)
+    bar = ProgressBar(3, stream, width=4, clock=lambda: 0.0)
 
     bar.advance(outcome("a"))
     bar.refresh()  # a no-op off a terminal
     bar.advance(outcome("b", failed=True))
+    bar.advance(outcome("c", limit="max_iterations"))
     bar.close()
 
     assert stream.getvalue().splitlines() == [
-        "[##..] 1/2 jobs  0.0s  a: completed",
-        "[####] 2/2 jobs, 1 failed  0.0s  b: error",
+        "[#...] 1/3 jobs  0.0s  a: completed",
+        "[##..] 2/3 jobs, 1 failed  0.0s  b: error",
+        "[####] 3/3 jobs, 1 failed, 1 incomplete  0.0s  c: max_iterations",
     ]

@@ -15,10 +15,13 @@ import ssl
 import threading
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from ipaddress import ip_address
+from ipaddress import IPv4Address, IPv6Address, IPv6Network, ip_address
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
@@ -84,16 +87,58 @@ REFUSED_ADDRESSES = [
     ("192.0.2.10", "a documentation address"),
     ("2001:db8::1", "a documentation address"),
     ("198.18.0.1", "a benchmarking address"),
-    ("2001::1", "a Teredo tunnel address"),
+    ("198.51.100.7", "a documentation address"),
+    ("203.0.113.9", "a documentation address"),
+    ("192.0.0.170", "an IETF protocol assignment address"),  # NAT64 discovery
+    ("192.0.0.9", "an IETF protocol assignment address"),  # PCP anycast: no web pages there
+    ("192.88.99.1", "a deprecated 6to4 relay anycast address"),
+    ("fec0::1", "a site-local address"),
+    ("fd00:ec2::23", "a link-local/metadata address"),
+    ("3fff::1", "a documentation address"),  # RFC 9637; Python 3.11 calls it global
+    ("2001:2::1", "a benchmarking address"),
+    ("2001:1::1", "an IETF protocol assignment address"),
+    ("2001:4:112::1", "an IETF protocol assignment address"),
+    ("2001:20::1", "an IETF protocol assignment address"),
+    ("100::1", "a discard-only address"),
+    ("100:0:0:1::1", "a dummy address"),  # RFC 9780; Python calls it global
+    ("5f00::1", "a segment routing (SRv6) address"),  # RFC 9602; Python calls it global
+    ("::1:0:0:0", "a reserved address"),  # ::/8 outside the forms below; Python: global
+    ("4000::1", "a reserved address"),
+    # IPv4-mapped (::ffff:0:0/96): the OS connects to the IPv4 address itself.
     ("::ffff:127.0.0.1", "embedding 127.0.0.1, a loopback address"),
     ("::ffff:169.254.169.254", "embedding 169.254.169.254, a link-local/metadata address"),
     ("::ffff:10.0.0.1", "embedding 10.0.0.1, a private address"),
+    ("::ffff:100.64.0.1", "embedding 100.64.0.1, a carrier-grade NAT (shared) address"),
+    ("::ffff:8.8.8.8", "an IPv4-mapped address"),  # Python 3.11 calls it non-global
+    # IPv4-translated (::ffff:0:0:0/96, RFC 6145): Python calls all of these global.
+    ("::ffff:0:7f00:1", "embedding 127.0.0.1, a loopback address"),
+    ("::ffff:0:a9fe:a9fe", "embedding 169.254.169.254, a link-local/metadata address"),
+    ("::ffff:0:a00:1", "embedding 10.0.0.1, a private address"),
+    ("::ffff:0:0:0", "embedding 0.0.0.0, an unspecified ('this network') address"),
+    ("::ffff:0:808:808", "an IPv4-translated (SIIT) address"),  # refused even when global
+    # IPv4-compatible (::/96, deprecated).
+    ("::7f00:1", "embedding 127.0.0.1, a loopback address"),
+    ("::a9fe:a9fe", "embedding 169.254.169.254, a link-local/metadata address"),
+    ("::808:808", "an IPv4-compatible (deprecated) address"),
+    # NAT64, well-known prefix (64:ff9b::/96) and local-use (64:ff9b:1::/48).
     ("64:ff9b::7f00:1", "embedding 127.0.0.1, a loopback address"),
     ("64:ff9b::a9fe:a9fe", "embedding 169.254.169.254, a link-local/metadata address"),
+    ("64:ff9b::6440:1", "embedding 100.64.0.1, a carrier-grade NAT (shared) address"),
     ("64:ff9b:1::a00:1", "a local-use NAT64 address"),
+    ("64:ff9b:1:fffe::808:808", "a local-use NAT64 address"),
+    # 6to4 (2002::/16): the IPv4 address in bits 16-47.
     ("2002:7f00:1::1", "embedding 127.0.0.1, a loopback address"),
     ("2002:c0a8:101::1", "embedding 192.168.1.1, a private address"),
-    ("::7f00:1", "an IPv4-compatible (deprecated) address"),
+    ("2002:a9fe:a9fe::1", "embedding 169.254.169.254, a link-local/metadata address"),
+    ("2002:c000:201::1", "embedding 192.0.2.1, a documentation address"),
+    ("2002:808:808::1", "a 6to4 address"),  # Python 3.13 calls it non-global
+    # Teredo (2001::/32): server in bits 32-63, client inverted in the last 32 (RFC 4380's
+    # own example carries client 192.0.2.45); refused even when both are global.
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "embedding 192.0.2.45, a documentation address"),
+    ("2001:0:a00:1:8000:63bf:f7f7:f7f7", "embedding 10.0.0.1, a private address"),
+    ("2001:0:4136:e378:8000:63bf:80ff:fefe", "embedding 127.0.1.1, a loopback address"),
+    ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", "a Teredo tunnel address"),
+    ("2001::1", "embedding 0.0.0.0, an unspecified"),
 ]
 
 
@@ -111,13 +156,55 @@ def test_non_global_addresses_are_refused(address: str, reason: str) -> None:
         "8.8.8.8",
         "1.1.1.1",
         "2606:4700:4700::1111",
-        "::ffff:8.8.8.8",
-        "64:ff9b::808:808",
-        "2002:808:808::1",
+        "64:ff9b::808:808",  # NAT64: what DNS64 answers for 8.8.8.8 on an IPv6-only network
+        "2a00:1450:4001:82b::200e",
     ],
 )
 def test_global_addresses_pass(address: str) -> None:
     assert check_address(ip_address(address)) is None
+
+
+def embedding_forms(v4: IPv4Address) -> dict[str, IPv6Address]:
+    """Every IPv6 form that carries ``v4`` (Teredo twice: as server and as client)."""
+    n = int(v4)
+    public = int(IPv4Address("65.54.227.120"))
+    return {
+        "mapped": IPv6Address(0xFFFF << 32 | n),
+        "translated": IPv6Address(0xFFFF << 48 | n),
+        "compatible": IPv6Address(n),
+        "nat64": IPv6Address(int(IPv6Address("64:ff9b::")) | n),
+        "6to4": IPv6Address(0x2002 << 112 | n << 80 | 1),
+        "teredo-server": IPv6Address(0x20010000 << 96 | n << 64 | ~public & 0xFFFFFFFF),
+        "teredo-client": IPv6Address(0x20010000 << 96 | public << 64 | ~n & 0xFFFFFFFF),
+    }
+
+
+@settings(max_examples=300, database=None, deadline=None)
+@given(st.ip_addresses(v=4))
+def test_an_embedded_ipv4_address_is_judged_first(v4: IPv4Address) -> None:
+    why = check_address(v4)
+    for form, address in embedding_forms(v4).items():
+        verdict = check_address(address)
+        if why is not None:
+            assert verdict is not None, f"{form} {address} carries {v4} ({why})"
+            if int(v4) > 1 or form != "compatible":  # :: and ::1 keep their own names
+                assert f"embedding {v4}, {why}" in verdict, (form, address, verdict)
+        elif form == "nat64":
+            assert verdict is None, f"{form} {address} carries the global {v4}: {verdict}"
+        else:
+            assert verdict is not None, f"{form} {address} is admitted"
+
+
+@settings(max_examples=500, database=None, deadline=None)
+@given(st.ip_addresses())
+def test_whatever_python_calls_non_global_is_refused(address: IPv4Address | IPv6Address) -> None:
+    if not address.is_global or address.is_multicast:
+        assert check_address(address) is not None
+    if address.is_reserved and address not in NAT64:  # NAT64 lies in ::/8, "reserved"
+        assert check_address(address) is not None
+
+
+NAT64 = IPv6Network("64:ff9b::/96")
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.2", "::1"])
@@ -212,6 +299,14 @@ async def test_default_ports_are_allowed_explicitly() -> None:
         (["127.0.0.1"], "resolves to 127.0.0.1, a loopback address"),
         (["2606:4700::1", "fd00:ec2::254"], "resolves to fd00:ec2::254, a link-local/metadata"),
         (["::ffff:192.168.1.20"], "embedding 192.168.1.20, a private address"),
+        (["::ffff:0:a9fe:a9fe"], "embedding 169.254.169.254, a link-local/metadata address"),
+        (["93.184.216.34", "::ffff:0:5db8:d822"], "an IPv4-translated (SIIT) address"),
+        (["64:ff9b::a00:5"], "embedding 10.0.0.5, a private address"),
+        (["64:ff9b:1::5db8:d822"], "a local-use NAT64 address"),
+        (["2002:a9fe:a9fe::1"], "embedding 169.254.169.254, a link-local/metadata address"),
+        (["2001:0:4136:e378:8000:63bf:f5ff:fffa"], "embedding 10.0.0.5, a private address"),
+        (["::a00:5"], "embedding 10.0.0.5, a private address"),
+        (["3fff::5"], "a documentation address"),
         (["fe80::1%eth0"], "resolves to fe80::1, a link-local address"),
         (["not-an-address"], "which is not an IP address"),
     ],
@@ -349,6 +444,16 @@ def make_site(log: SiteLog) -> Starlette:
     async def plain(request: Request) -> Response:
         return Response("just text\n", media_type="text/plain")
 
+    async def long_redirect(request: Request) -> Response:
+        return Response(status_code=302, headers={"location": "/article?" + "a" * 5000})
+
+    async def charset(request: Request) -> Response:
+        # The body is UTF-8 and may carry its own <meta charset> (?meta=...).
+        meta = request.query_params.get("meta")
+        head = f'<head><meta charset="{meta}"></head>' if meta else ""
+        body = f"<html>{head}<p>Caf\u00e9 \u2013 cr\u00e8me</p></html>".encode()
+        return Response(body, headers={"content-type": request.query_params["ct"]})
+
     return Starlette(
         routes=[
             Route("/article", article),
@@ -364,6 +469,8 @@ def make_site(log: SiteLog) -> Starlette:
             Route("/latin1", latin1),
             Route("/meta-charset", meta_charset),
             Route("/plain", plain),
+            Route("/long-redirect", long_redirect),
+            Route("/charset", charset),
         ]
     )
 
@@ -476,6 +583,16 @@ async def test_a_sixth_redirect_is_too_many(site: LoopbackServer, log: SiteLog) 
         ("http://[::ffff:10.0.0.1]/", "embedding 10.0.0.1, a private address"),
         ("http://2130706433/", "2130706433 means 127.0.0.1, a loopback address"),
         ("file:///etc/passwd", "redirect 1 of 5 to file:///etc/passwd refused: scheme 'file'"),
+        (
+            "javascript:alert(1)",
+            "redirect 1 of 5 to javascript:alert(1) refused: scheme 'javascript' is not allowed",
+        ),
+        ("JavaScript:alert(1)", "scheme 'javascript' is not allowed (only http and https)"),
+        ("data:text/html,<p>hi</p>", "to data:text/html,<p>hi</p> refused: scheme 'data'"),
+        ("ftp://example.com/file.txt", "scheme 'ftp' is not allowed"),
+        ("mailto:someone@example.com", "scheme 'mailto' is not allowed"),
+        ("http://[::ffff:0:7f00:1]/", "embedding 127.0.0.1, a loopback address"),
+        ("http://[64:ff9b:1::a00:1]/", "a local-use NAT64 address"),
         ("http://user:pw@pages.example.test/", "user name or password"),
         ("https://example.com:8443/", "port 8443 is not allowed"),
     ],
@@ -489,6 +606,46 @@ async def test_redirect_to_a_forbidden_place_is_refused(
         await fetcher.fetch(f"{site.url}/redirect?to={to}")
     assert message in caught.value.message
     assert [path for path, _ in log.requests] == ["/redirect"]
+
+
+@pytest.mark.parametrize(
+    ("to", "message"),
+    [
+        ("http://", "redirect 1 of 5 cannot be followed: the Location 'http://' has no host"),
+        ("https:", "the Location 'https:' has no host"),
+        ("http:///etc/passwd", "the Location 'http:///etc/passwd' has no host"),
+        ("//", "the Location '//' has no host"),
+        ("///x", "the Location '///x' has no host"),
+        ("http:article", "the Location 'http:article' has no host"),
+        ("http://[::1", "the Location 'http://[::1' is not a valid URL (Invalid port"),
+        ("http://[v1.x]/", "is not a valid URL"),
+        ("http://xn--/", "redirect 1 of 5 to http://xn--/ failed: 'xn--' is not a valid host"),
+        ("http://a..b/", "'a..b' is not a valid host name (an empty label)"),
+        (f"http://{'a' * 64}.test/", "a label longer than 63 characters"),
+        ("http://bad_host!.test/", "is not a valid host name"),
+        ("http://nowhere.test/", "redirect 1 of 5 to http://nowhere.test/ failed: could not res"),
+    ],
+)
+async def test_a_location_that_cannot_be_followed_is_a_clear_error(
+    site: LoopbackServer, log: SiteLog, to: str, message: str
+) -> None:
+    fetcher, _ = fetcher_for(site)
+    with pytest.raises(FetchError) as caught:
+        await fetcher.fetch(f"{site.url}/redirect?to={quote(to, safe='')}")
+    assert message in caught.value.message
+    assert caught.value.hint
+    assert not isinstance(caught.value, FetchRefused)
+    assert caught.value.__cause__ is None, "classified, not caught by the last-resort handler"
+    assert [path for path, _ in log.requests] == ["/redirect"]
+
+
+async def test_an_over_long_location_is_a_clear_error(site: LoopbackServer, log: SiteLog) -> None:
+    fetcher, _ = fetcher_for(site)
+    with pytest.raises(FetchError) as caught:
+        await fetcher.fetch(f"{site.url}/long-redirect")
+    assert "redirect 1 of 5 cannot be followed: the Location '/article?aaa" in caught.value.message
+    assert "(5009 characters)' is longer than 4096 characters" in caught.value.message
+    assert len(caught.value.message) < 400
 
 
 async def test_refused_redirect_later_in_the_chain_names_its_number(
@@ -580,6 +737,51 @@ async def test_text_plain_and_charsets(site: LoopbackServer) -> None:
     assert (latin.charset, latin.text) == ("ISO-8859-1", "<p>Caf\u00e9 cr\u00e8me</p>")
     assert meta.charset == "windows-1252"
     assert "\u201cquoted\u201d" in meta.text
+
+
+@pytest.mark.parametrize(
+    ("ctype", "charset"),
+    [
+        # Not a charset at all, or a Python codec that is not a web text encoding: UTF-8.
+        ("text/html; charset=x-unknown-123", "utf-8"),
+        ("text/html; charset=rot13", "utf-8"),
+        ("text/html; charset=base64", "utf-8"),
+        ("text/html; charset=hex", "utf-8"),
+        ("text/html; charset=undefined", "utf-8"),  # a codec whose every decode fails
+        ("text/html; charset=idna", "utf-8"),  # refuses errors="replace"
+        ("text/html; charset=punycode", "utf-8"),
+        ("text/html; charset=unicode_escape", "utf-8"),
+        ('text/html; charset=""', "utf-8"),
+        ("text/plain; charset=x-unknown-123", "utf-8"),
+        ("text/html; charset=UTF-8", "UTF-8"),
+        ("text/html; charset=unicode-1-1-utf-8", "unicode-1-1-utf-8"),  # a WHATWG label
+    ],
+)
+async def test_an_unknown_charset_falls_back_to_utf8(
+    site: LoopbackServer, ctype: str, charset: str
+) -> None:
+    fetcher, _ = fetcher_for(site)
+    result = await fetcher.fetch(f"{site.url}/charset?ct={quote(ctype)}")
+    assert result.charset == charset
+    assert "Caf\u00e9 \u2013 cr\u00e8me" in result.text
+
+
+async def test_an_unknown_header_charset_gives_way_to_the_meta_charset(
+    site: LoopbackServer,
+) -> None:
+    fetcher, _ = fetcher_for(site)
+    ctype = quote("text/html; charset=x-unknown-123")
+
+    by_meta = await fetcher.fetch(f"{site.url}/charset?ct={ctype}&meta=windows-1252")
+    unknown_meta = await fetcher.fetch(f"{site.url}/charset?ct={ctype}&meta=x-nope")
+    utf16_meta = await fetcher.fetch(f"{site.url}/charset?ct=text/html&meta=utf-16")
+
+    assert by_meta.charset == "windows-1252"  # the page's own (wrong) label is believed
+    assert "Caf\u00c3\u00a9" in by_meta.text
+    assert unknown_meta.charset == "utf-8"
+    assert "Caf\u00e9" in unknown_meta.text
+    assert utf16_meta.charset == "utf-16"  # a readable <meta> means it is not UTF-16
+    assert "Caf\u00e9 \u2013 cr\u00e8me" in utf16_meta.text
 
 
 @pytest.mark.parametrize(

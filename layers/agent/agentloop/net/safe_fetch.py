@@ -7,18 +7,27 @@ request goes through the same checks, and so does every redirect:
 * only ``http``/``https``, only ports 80/443, no ``user:password@``, a host present;
 * the host is resolved once and *every* address it resolves to must be global: loopback,
   private, link-local and cloud metadata, carrier-grade NAT, multicast, reserved and
-  unspecified ranges are refused, and so are IPv6 forms that embed such an IPv4 address
-  (IPv4-mapped, NAT64, 6to4). Numeric hosts in forms other than dotted-quad
-  (``2130706433``, ``0x7f.1``) are refused, naming the address they stand for;
+  unspecified ranges are refused, and so is every other range the IANA special-purpose
+  registries list as not globally reachable. An IPv6 form that carries an IPv4 address
+  (IPv4-mapped, IPv4-translated, IPv4-compatible, NAT64, 6to4, Teredo) is judged by that
+  address first. Numeric hosts in forms other than dotted-quad (``2130706433``,
+  ``0x7f.1``) are refused, naming the address they stand for;
 * the connection goes to the address that was checked (no second DNS lookup, so DNS
   rebinding cannot swap it), while the ``Host`` header, TLS SNI and certificate check keep
   the hostname;
-* at most five redirects, each checked like the first URL;
+* at most five redirects, each checked like the first URL; a ``Location`` that is not an
+  http(s) URL with a host (``javascript:``, ``data:``, ``http:///x``, malformed, over-long)
+  ends the fetch with a :class:`FetchError` saying so;
 * only ``text/html``, ``text/plain`` and ``application/xhtml+xml`` bodies, decompressed by
   this module with a bound on the *decompressed* size (a gzip bomb stops at the cap), and
   read up to ``max_bytes``: a longer body is cut there and flagged ``truncated`` (a long
   page's start is still worth reading; the cap bounds memory either way);
+* text decoded from a BOM, the header's charset, an HTML ``<meta charset>`` or else UTF-8
+  with replacement characters; a charset that is not a web text encoding (unknown,
+  ``rot13``, ``base64``) is passed over, not an error;
 * a connect timeout per attempt and a total timeout for everything.
+
+Whatever goes wrong comes out as :class:`FetchError` (a refusal as :class:`FetchRefused`).
 
 ``FetchPolicy.allow_loopback`` exists for tests, whose fixture servers listen on
 127.0.0.1 at random ports: it admits loopback addresses (on any port) and nothing else.
@@ -29,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import functools
+import logging
 import re
 import socket
 import ssl
@@ -40,6 +50,8 @@ from typing import Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_CONTENT_TYPES",
@@ -66,7 +78,12 @@ _MAX_ATTEMPTS = 3  # addresses of one host tried in turn when a connection fails
 _NUMERIC_HOST = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)(?:\.(?:0x[0-9a-f]*|[0-9]+))*\.?", re.I)
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([a-zA-Z0-9_.:-]+)", re.I)
 
+_SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*):")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?", re.I)
+
 _REDIRECT_HINT = "the page redirects somewhere that cannot be fetched; try another source"
+_URL_HINT = "check the URL; only public http(s) pages can be fetched"
 _METADATA = "a link-local/metadata address"
 _PRIVATE = "a private address"
 # First match wins, so the specific entries come before the ranges that contain them.
@@ -87,6 +104,7 @@ _V4_RULES: tuple[tuple[IPv4Network, str], ...] = tuple(
         ("198.51.100.0/24", "a documentation address"),
         ("203.0.113.0/24", "a documentation address"),
         ("198.18.0.0/15", "a benchmarking address"),
+        ("192.88.99.0/24", "a deprecated 6to4 relay anycast address"),
         ("224.0.0.0/4", "a multicast address"),
         ("255.255.255.255/32", "a broadcast address"),
         ("240.0.0.0/4", "a reserved address"),
@@ -95,8 +113,6 @@ _V4_RULES: tuple[tuple[IPv4Network, str], ...] = tuple(
 _V6_RULES: tuple[tuple[IPv6Network, str], ...] = tuple(
     (IPv6Network(net), why)
     for net, why in (
-        ("::1/128", "a loopback address"),
-        ("::/128", "an unspecified address"),
         ("fd00:ec2::254/128", _METADATA),  # instance metadata over IPv6 (Nitro)
         ("fd00:ec2::23/128", _METADATA),  # ECS/EKS pod credentials over IPv6
         ("fc00::/7", "a private (unique local) address"),
@@ -104,17 +120,30 @@ _V6_RULES: tuple[tuple[IPv6Network, str], ...] = tuple(
         ("fec0::/10", "a site-local address"),
         ("ff00::/8", "a multicast address"),
         ("64:ff9b:1::/48", "a local-use NAT64 address"),
-        ("2001::/32", "a Teredo tunnel address"),
+        ("2001:2::/48", "a benchmarking address"),
+        ("2001::/23", "an IETF protocol assignment address"),
         ("2001:db8::/32", "a documentation address"),
+        ("3fff::/20", "a documentation address"),
         ("100::/64", "a discard-only address"),
-        ("::/96", "an IPv4-compatible (deprecated) address"),
+        ("100:0:0:1::/64", "a dummy address"),
+        ("5f00::/16", "a segment routing (SRv6) address"),
     )
 )
 _LOOPBACK_V4 = IPv4Network("127.0.0.0/8")
 _LOOPBACK_V6 = IPv6Address("::1")
-_MAPPED = IPv6Network("::ffff:0:0/96")
-_NAT64 = IPv6Network("64:ff9b::/96")
-_SIX_TO_FOUR = IPv6Network("2002::/16")
+_UNSPECIFIED_V6 = IPv6Address("::")
+_LOW32 = 0xFFFFFFFF
+# IPv6 forms that carry an IPv4 address. Each is judged by that address first. Only NAT64's
+# well-known prefix is then admitted (DNS64 networks hand it out for every IPv4-only site);
+# the others are refused whatever they carry: Python 3.11 calls the mapped form and 3.13 the
+# 6to4 form non-global, both call the translated form global, and no public site is
+# reachable only through any of them.
+_MAPPED = IPv6Network("::ffff:0:0/96")  # the OS connects to the IPv4 address itself
+_TRANSLATED = IPv6Network("::ffff:0:0:0/96")  # RFC 6145/6052 SIIT, not the mapped form
+_COMPATIBLE = IPv6Network("::/96")  # deprecated by RFC 4291
+_NAT64 = IPv6Network("64:ff9b::/96")  # RFC 6052, globally reachable
+_SIX_TO_FOUR = IPv6Network("2002::/16")  # 6to4: the IPv4 address in bits 16-47
+_TEREDO = IPv6Network("2001::/32")  # server in bits 32-63, client (inverted) in the last 32
 
 
 class FetchError(Exception):
@@ -169,23 +198,38 @@ class FetchResult:
 
 
 def check_address(address: Address, *, allow_loopback: bool = False) -> str | None:
-    """Why ``address`` must not be fetched from (``"a private address"``), or None if global."""
+    """Why ``address`` must not be fetched from (``"a private address"``), or None if global.
+
+    The named ranges give the reason a message states; past them, whatever Python's
+    ``ipaddress`` does not call global (or calls reserved) is refused too, and the explicit
+    tables keep the answer the same on Python versions whose lists differ.
+    """
     if allow_loopback and _is_plain_loopback(address):
         return None
-    if isinstance(address, IPv6Address):
-        embedded = _embedded_v4(address)
-        if embedded is not None:
-            why = check_address(embedded)
-            return None if why is None else f"an address embedding {embedded}, {why}"
-        for net6, why in _V6_RULES:
-            if address in net6:
-                return why
-    else:
+    if isinstance(address, IPv4Address):
         for net4, why in _V4_RULES:
             if address in net4:
                 return why
+    else:
+        if address == _LOOPBACK_V6:
+            return "a loopback address"
+        if address == _UNSPECIFIED_V6:
+            return "an unspecified address"
+        embedded = _embedded_v4(address)
+        if embedded is not None:
+            carried, form_why = embedded
+            for v4 in carried:
+                inner = check_address(v4)
+                if inner is not None:
+                    return f"an address embedding {v4}, {inner}"
+            return form_why
+        for net6, why in _V6_RULES:
+            if address in net6:
+                return why
     if address.is_multicast:
         return "a multicast address"
+    if address.is_reserved:
+        return "a reserved address"
     if not address.is_global:
         return "not a globally routable address"
     return None
@@ -198,12 +242,27 @@ def _is_plain_loopback(address: Address) -> bool:
     return address == _LOOPBACK_V6
 
 
-def _embedded_v4(address: IPv6Address) -> IPv4Address | None:
-    """The IPv4 address that IPv4-mapped, NAT64 (64:ff9b::/96) and 6to4 forms carry."""
-    if address in _MAPPED or address in _NAT64:
-        return IPv4Address(int(address) & 0xFFFFFFFF)
+def _embedded_v4(address: IPv6Address) -> tuple[tuple[IPv4Address, ...], str | None] | None:
+    """The IPv4 addresses an IPv6 form carries, and why the form is refused anyway (or None).
+
+    The translated range lies inside the compatible one, so it is tested first.
+    """
+    value = int(address)
+    low = IPv4Address(value & _LOW32)
+    if address in _NAT64:
+        return (low,), None
+    if address in _MAPPED:
+        return (low,), "an IPv4-mapped address"
+    if address in _TRANSLATED:
+        return (low,), "an IPv4-translated (SIIT) address"
+    if address in _COMPATIBLE:
+        return (low,), "an IPv4-compatible (deprecated) address"
     if address in _SIX_TO_FOUR:
-        return IPv4Address((int(address) >> 80) & 0xFFFFFFFF)
+        return (IPv4Address((value >> 80) & _LOW32),), "a 6to4 address"
+    if address in _TEREDO:
+        server = IPv4Address((value >> 64) & _LOW32)
+        client = IPv4Address(~value & _LOW32)
+        return (server, client), "a Teredo tunnel address"
     return None
 
 
@@ -258,16 +317,27 @@ class SafeFetcher:
         self._ssl_context = ssl_context
 
     async def fetch(self, url: str) -> FetchResult:
-        """GET ``url`` and its redirects under the policy; raises :class:`FetchError`."""
+        """GET ``url`` and its redirects under the policy; raises :class:`FetchError` only."""
         limit = self.policy.total_timeout_s
         try:
             async with asyncio.timeout(limit):
                 return await self._fetch(url)
+        except FetchError:
+            raise
         except TimeoutError:
             raise FetchError(
                 f"timed out after {limit:g} s fetching {url}",
                 hint="the site is slow or not answering; try another source",
             ) from None
+        except Exception as exc:
+            # Every known failure is classified above with its own message; this keeps the
+            # promise of one error type for what a hostile server finds next, and logs it
+            # (chained, so the traceback shows it) to be classified too.
+            logger.warning("unclassified failure fetching %s", url, exc_info=True)
+            raise FetchError(
+                f"fetching {_shown(url)} failed: {type(exc).__name__}: {exc}",
+                hint="the page could not be read; try another source",
+            ) from exc
 
     async def _fetch(self, url: str) -> FetchResult:
         current = _parse_url(url)
@@ -282,6 +352,13 @@ class SafeFetcher:
                 raise FetchRefused(
                     f"redirect {hop} of {most} to {current} refused: {exc.reason}",
                     exc.reason,
+                    hint=_REDIRECT_HINT,
+                ) from None
+            except FetchError as exc:  # an invalid or unresolvable host
+                if hop == 0:
+                    raise
+                raise FetchError(
+                    f"redirect {hop} of {most} to {current} failed: {exc.message}",
                     hint=_REDIRECT_HINT,
                 ) from None
             outcome = await self._send(target)
@@ -300,14 +377,17 @@ class SafeFetcher:
             if hop == most:
                 break
             try:
-                current = _parse_url(str(current.join(outcome.location)))
-            except httpx.InvalidURL:
+                current = _redirect_url(current, outcome.location)
+            except _BadLocation as exc:
                 raise FetchError(
-                    f"redirect {hop + 1} of {most} has an invalid Location: {outcome.location!r}"
+                    f"redirect {hop + 1} of {most} cannot be followed: the Location "
+                    f"{_shown(outcome.location)!r} {exc}",
+                    hint=_REDIRECT_HINT,
                 ) from None
             except FetchRefused as exc:
                 raise FetchRefused(
-                    f"redirect {hop + 1} of {most} to {outcome.location} refused: {exc.reason}",
+                    f"redirect {hop + 1} of {most} to {_shown(outcome.location)} refused: "
+                    f"{exc.reason}",
                     exc.reason,
                     hint=_REDIRECT_HINT,
                 ) from None
@@ -323,11 +403,14 @@ class SafeFetcher:
         port = url.port or _DEFAULT_PORTS[url.scheme]
         if port not in policy.ports and not policy.allow_loopback:
             raise _refused(f"port {port} is not allowed (only {_ports(policy.ports)})")
-        host = url.raw_host.decode("ascii")
+        host = url.raw_host.decode("ascii", errors="replace")
         literal = _literal_address(host)
         if literal is not None:
             addresses: tuple[Address, ...] = (literal,)
         else:
+            problem = _host_name_problem(host)
+            if problem is not None:
+                raise FetchError(f"{host!r} is not a valid host name ({problem})", _URL_HINT)
             addresses = await self._lookup(host, port)
         for address in addresses:
             why = check_address(address, allow_loopback=policy.allow_loopback)
@@ -346,6 +429,8 @@ class SafeFetcher:
                 f"could not resolve {host}: {exc.strerror or exc}",
                 hint="check the spelling of the host name",
             ) from None
+        except UnicodeError as exc:  # the resolver's IDNA step refused the name
+            raise FetchError(f"could not resolve {host}: {exc}", _URL_HINT) from None
         addresses: list[Address] = []
         for answer in answers:
             address = _parse_address(answer)
@@ -404,15 +489,19 @@ class SafeFetcher:
             "Accept": "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8",
             "Accept-Encoding": "gzip, deflate",  # only what _BoundedDecoder can bound
         }
-        # A fresh client per request: a pooled connection made for another name must never
-        # carry this one, and trust_env=False keeps proxy variables from re-resolving the host.
-        async with (
-            httpx.AsyncClient(
-                transport=transport, headers=headers, timeout=timeout, trust_env=False
-            ) as client,
-            client.stream("GET", target.url) as response,
-        ):
-            return await self._read(response, target, address)
+        # Straight to a fresh transport, without a client: a pooled connection made for
+        # another name must never carry this one, no proxy variable is read, and nothing
+        # parses the Location header but _redirect_url (httpx's client does even when not
+        # following, and lets InvalidURL and IDNA errors out for javascript: or xn--).
+        request = httpx.Request(
+            "GET", target.url, headers=headers, extensions={"timeout": timeout.as_dict()}
+        )
+        async with transport:
+            response = await transport.handle_async_request(request)
+            try:
+                return await self._read(response, target, address)
+            finally:
+                await response.aclose()
 
     async def _read(
         self, response: httpx.Response, target: _Target, address: Address
@@ -523,8 +612,8 @@ def _parse_url(url: str) -> httpx.URL:
         raise _refused(f"the URL is longer than {_MAX_URL_CHARS} characters")
     try:
         parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise _refused(f"{url!r} is not a valid URL ({exc})") from None
+    except (httpx.InvalidURL, ValueError, UnicodeError) as exc:  # IDNA errors are UnicodeErrors
+        raise _refused(f"{_shown(url)!r} is not a valid URL ({exc})") from None
     if parsed.scheme not in _DEFAULT_PORTS:
         scheme = parsed.scheme or "no scheme"
         raise _refused(f"scheme {scheme!r} is not allowed (only http and https)")
@@ -533,6 +622,62 @@ def _parse_url(url: str) -> httpx.URL:
     if not parsed.raw_host:
         raise _refused(f"{url!r} has no host")
     return parsed
+
+
+class _BadLocation(Exception):
+    """A Location header that is not a URL this fetcher can follow; the text says why."""
+
+
+def _redirect_url(current: httpx.URL, location: str) -> httpx.URL:
+    """The URL a ``Location`` header leads to, resolved against ``current`` and checked.
+
+    Stricter than a browser on purpose: an absolute Location must be ``http(s)://host...``
+    (``http:x``, ``http:///x`` and ``//`` have no host rather than borrowing this one's),
+    and control characters or an over-long value end the fetch instead of being guessed at.
+    """
+    location = location.strip(" \t")
+    if not location:
+        raise _BadLocation("is empty")
+    if len(location) > _MAX_URL_CHARS:
+        raise _BadLocation(f"is longer than {_MAX_URL_CHARS} characters")
+    if _CONTROL.search(location):
+        raise _BadLocation("contains control characters")
+    scheme = _SCHEME.match(location)
+    if scheme is not None:
+        name = scheme.group(1).lower()
+        if name not in _DEFAULT_PORTS:
+            raise _refused(f"scheme {name!r} is not allowed (only http and https)")
+        rest = location[scheme.end() :]
+    else:
+        rest = location
+    has_authority = re.match(r"//[^/?#]", rest) is not None
+    if (scheme is not None or rest.startswith("//")) and not has_authority:
+        raise _BadLocation("has no host")
+    try:
+        joined = str(current.join(location))
+    except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
+        raise _BadLocation(f"is not a valid URL ({exc})") from None
+    return _parse_url(joined)
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """``text`` short enough for a message (a data: URL can be megabytes)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _host_name_problem(host: str) -> str | None:
+    """Why ``host`` cannot be a DNS name (checked here so the resolver never sees it)."""
+    name = host[:-1] if host.endswith(".") else host
+    if len(name) > 253:
+        return "longer than 253 characters"
+    for label in name.split("."):
+        if not label:
+            return "an empty label"
+        if len(label) > 63:
+            return "a label longer than 63 characters"
+        if not _LABEL.fullmatch(label):
+            return f"{label!r} is not letters, digits and inner hyphens"
+    return None
 
 
 def _literal_address(host: str) -> Address | None:
@@ -565,7 +710,13 @@ def _content_type(header: str) -> tuple[str, str | None]:
 
 
 def _decode_text(body: bytes, charset: str | None, media_type: str) -> tuple[str, str]:
-    """Text from the BOM, the header's charset, an HTML <meta charset>, or else UTF-8."""
+    """Text from the BOM, the header's charset, an HTML <meta charset>, or else UTF-8.
+
+    A declared charset is used only when it names a web text encoding: an unknown label
+    (``x-unknown-123``), a codec that is not a text encoding (``rot13``, ``base64``) or one
+    that fails is passed over for the next candidate, ending at UTF-8 with replacement
+    characters - what a browser shows for a page whose label it does not know.
+    """
     for bom, name in (
         (codecs.BOM_UTF8, "utf-8-sig"),
         (codecs.BOM_UTF16_LE, "utf-16"),
@@ -573,19 +724,82 @@ def _decode_text(body: bytes, charset: str | None, media_type: str) -> tuple[str
     ):
         if body.startswith(bom):
             return body.decode(name, errors="replace"), name
-    candidates = [charset]
+    candidates = [(charset, False)]
     if media_type != "text/plain":
         match = _META_CHARSET.search(body[:4096])
         if match:
-            candidates.append(match.group(1).decode("ascii"))
-    for candidate in candidates:
-        if candidate:
-            try:
-                codecs.lookup(candidate)
-            except LookupError:
-                continue
-            return body.decode(candidate, errors="replace"), candidate
+            candidates.append((match.group(1).decode("ascii"), True))
+    for label, from_meta in candidates:
+        codec = _web_codec(label, from_meta=from_meta) if label else None
+        if codec is None:
+            continue
+        try:
+            return body.decode(codec, errors="replace"), label or codec
+        except (UnicodeError, LookupError, ValueError):  # a codec that cannot replace
+            continue
     return body.decode("utf-8", errors="replace"), "utf-8"
+
+
+def _web_codec(label: str, *, from_meta: bool) -> str | None:
+    """The Python codec for a charset label, if it is an encoding web pages are written in."""
+    name = label.strip().lower()
+    name = _WEB_ALIASES.get(name, name)
+    try:
+        codec = codecs.lookup(name).name
+    except (LookupError, ValueError, TypeError):  # unknown, or a NUL in the label
+        return None
+    if codec not in _WEB_CODECS:
+        return None
+    if from_meta and codec.startswith("utf-16"):
+        # A <meta> that could be read as ASCII says the page is not UTF-16 (the HTML
+        # standard's prescan turns these labels into UTF-8 for the same reason).
+        return "utf-8"
+    return codec
+
+
+# The WHATWG Encoding Standard's encodings, by the name Python's codecs give them (plus
+# ASCII and Latin-1, which keep their own meaning here), and the web labels Python lacks.
+_WEB_CODECS = frozenset(
+    {
+        "utf-8",
+        "utf-16",
+        "utf-16-le",
+        "utf-16-be",
+        "ascii",
+        "cp866",
+        *(f"iso8859-{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 14, 15, 16)),
+        "koi8-r",
+        "koi8-u",
+        "mac-roman",
+        "mac-cyrillic",
+        "cp874",
+        "tis-620",
+        *(f"cp{n}" for n in range(1250, 1259)),
+        "gbk",
+        "gb2312",
+        "gb18030",
+        "big5",
+        "big5hkscs",
+        "euc_jp",
+        "iso2022_jp",
+        "shift_jis",
+        "cp932",
+        "euc_kr",
+        "cp949",
+    }
+)
+_WEB_ALIASES = {
+    "unicode-1-1-utf-8": "utf-8",
+    "iso-8859-8-i": "iso8859-8",
+    "x-mac-roman": "mac-roman",
+    "x-mac-cyrillic": "mac-cyrillic",
+    "windows-874": "cp874",
+    "x-gbk": "gbk",
+    "x-x-big5": "big5hkscs",
+    "x-euc-jp": "euc_jp",
+    "x-sjis": "shift_jis",
+    "windows-31j": "cp932",
+}
 
 
 class _BoundedDecoder:

@@ -6,9 +6,10 @@ Jobs run concurrently (at most ``--concurrency`` at once) through the same
 ``AGENTLOOP_RESULTS_BUCKET`` is set. A progress bar goes to stderr, the summary table to
 stdout.
 
-Exit status: 0 when every job ran and succeeded; 1 when a job was rejected or failed
+Exit status: 0 when every job ran and left a report (``succeeded``, or ``incomplete``: a
+limit stopped it and its report says so at the top); 1 when a job was rejected or failed
 (a missing provider key, say - the table says which and why); 2 when the jobs file
-cannot be used at all.
+cannot be used at all. Locally nothing is retried.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class ProgressBar:
         self.clock = clock
         self.done = 0
         self.failed = 0
+        self.incomplete = 0
         self.started = clock()
         self.live = bool(getattr(stream, "isatty", lambda: False)())
 
@@ -77,12 +79,14 @@ class ProgressBar:
         filled = self.width * self.done // self.total if self.total else self.width
         bar = "#" * filled + "." * (self.width - filled)
         failed = f", {self.failed} failed" if self.failed else ""
+        incomplete = f", {self.incomplete} incomplete" if self.incomplete else ""
         elapsed = self.clock() - self.started
-        return f"[{bar}] {self.done}/{self.total} jobs{failed}  {elapsed:.1f}s"
+        return f"[{bar}] {self.done}/{self.total} jobs{failed}{incomplete}  {elapsed:.1f}s"
 
     def advance(self, outcome: JobOutcome) -> None:
         self.done += 1
         self.failed += outcome.status == "failed"
+        self.incomplete += outcome.status == "incomplete"
         if self.live:
             self.refresh()
         else:
@@ -102,10 +106,22 @@ class ProgressBar:
 
 
 def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection] = ()) -> str:
-    """job, stop reason, tokens, seconds, report (and the error, when there is one)."""
-    header = ["job", "stop reason", "tokens", "seconds", "report"]
+    """job, status, stop reason, tokens, seconds, report (and the error, when there is one).
+
+    The status column tells an ``incomplete`` job (a limit stopped it; its report may be
+    partial) from one that ``succeeded``, which the stop reason alone leaves to the reader.
+    """
+    header = ["job", "status", "stop reason", "tokens", "seconds", "report"]
     rows = [
-        [o.job_id, o.stop_reason, f"{o.tokens:,}", f"{o.seconds:.1f}", o.location, o.error or ""]
+        [
+            o.job_id,
+            o.status,
+            o.stop_reason,
+            f"{o.tokens:,}",
+            f"{o.seconds:.1f}",
+            o.location,
+            o.error or "",
+        ]
         for o in outcomes
     ]
     by_job: dict[str, list[Rejection]] = {}
@@ -113,13 +129,13 @@ def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection
         by_job.setdefault(rejection.job, []).append(rejection)
     for job, problems in by_job.items():
         why = "; ".join(f"{r.field}: {r.message}" for r in problems)
-        rows.append([job, "rejected", "-", "-", "-", why])
+        rows.append([job, "rejected", "-", "-", "-", "-", why])
     if any(row[-1] for row in rows):
         header.append("error")
     else:
         rows = [row[:-1] for row in rows]
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
-    numeric = {2, 3}
+    numeric = {3, 4}
 
     def line(cells: Sequence[str]) -> str:
         parts = [
@@ -185,7 +201,7 @@ def main(
     bar = ProgressBar(len(messages), err)
     outcomes = asyncio.run(_run_with_bar(messages, runner, args.concurrency, bar))
     out.write("\n" + summary_table(outcomes, parsed.rejections))
-    ok = all(o.status == "succeeded" for o in outcomes) and not parsed.rejections
+    ok = all(o.status != "failed" for o in outcomes) and not parsed.rejections
     return 0 if ok else 1
 
 

@@ -3,6 +3,10 @@
 Sources are read back from the run's tool events, not from the model's answer: the
 pages ``scrape`` was asked to read, and the results ``search_web`` returned, at every
 depth (sub-agents included). The model's own citations are in the answer itself.
+
+A run that a limit stopped (iterations, token budget, deadline) still has an answer, written
+from what it had gathered; its report says so above that answer, because a reader skimming
+a folder of reports would otherwise take a partial answer for a finished one.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from agentloop.events import (
     ErrorEvent,
     Event,
     ModelSwitched,
+    Notice,
     RunStart,
     ToolCallResult,
     ToolCallStart,
@@ -25,6 +30,9 @@ from agentloop.events import (
 from agentloop.research.jobs import JobMessage
 
 SourceKind = Literal["read", "search"]
+
+INCOMPLETE_STOPS = frozenset({"max_iterations", "budget", "deadline", "cancelled"})
+"""Stop reasons after which the run answered, but before the model had finished its work."""
 
 
 @dataclass
@@ -53,6 +61,8 @@ class RunFacts:
     errors: list[str] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
     attempt: int | None = None
+    start: RunStart | None = None
+    notices: list[Notice] = field(default_factory=list)
 
     @classmethod
     def gather(
@@ -69,6 +79,9 @@ class RunFacts:
         for event in events:
             if isinstance(event, RunStart) and event.depth == 0:
                 facts.model = event.model
+                facts.start = event
+            elif isinstance(event, Notice) and event.depth == 0:
+                facts.notices.append(event)
             elif isinstance(event, ModelSwitched) and event.depth == 0:
                 facts.switches.append(f"{event.from_model} -> {event.to_model} ({event.reason})")
             elif isinstance(event, ErrorEvent):
@@ -81,6 +94,57 @@ class RunFacts:
     @property
     def tokens(self) -> int:
         return self.done.usage.total_tokens if self.done else 0
+
+    @property
+    def incomplete(self) -> bool:
+        """The run answered, but a limit stopped it before the model had finished."""
+        return self.done is not None and self.done.stop_reason in INCOMPLETE_STOPS
+
+    @property
+    def answer(self) -> str:
+        """The final text, without the loop's "send a message to continue" notice at a limit:
+        nobody can send a batch job a message, and the report's own notice says more."""
+        text = self.done.text if self.done else ""
+        if self.incomplete:
+            for notice in self.notices:
+                ending = "\n\n" + notice.message
+                if text.rstrip().endswith(ending):
+                    text = text.rstrip()[: -len(ending)]
+        return text
+
+    def incomplete_notice(self) -> str | None:
+        """One paragraph for the top of the report: which limit, and that it may be partial."""
+        done = self.done
+        if done is None or not self.incomplete:
+            return None
+        start = self.start
+        if done.stop_reason == "max_iterations":
+            allowed = start.max_iterations if start else done.iterations
+            what = (
+                "stopped at its iteration limit",
+                f"The run used all {allowed} tool iterations it was allowed "
+                "(`limits.max_iterations`) before the model had finished.",
+            )
+        elif done.stop_reason == "budget":
+            budget = f" of {start.token_budget:,} tokens" if start else ""
+            what = (
+                "stopped at its token budget",
+                f"The run used up its token budget{budget} (`limits.token_budget`) before "
+                "the model had finished.",
+            )
+        elif done.stop_reason == "deadline":
+            what = (
+                "stopped at its deadline",
+                f"The run ran out of time after {self.seconds:.1f} s (the time its Lambda "
+                "invocation had left for it) before the model had finished.",
+            )
+        else:
+            what = ("cancelled", "The run was cancelled before the model had finished.")
+        headline, detail = what
+        return (
+            f"> **Incomplete: {headline}.** {detail} The answer below was written from what "
+            "had been gathered by then and may be partial."
+        )
 
 
 def collect_sources(events: Sequence[Event]) -> list[Source]:
@@ -113,9 +177,11 @@ def collect_sources(events: Sequence[Event]) -> list[Source]:
 def render_markdown(facts: RunFacts) -> str:
     """report.md: the answer first, then the sources and how the run went."""
     job = facts.message.job
-    done = facts.done
     lines = [f"# {_one_line(job.title or job.id)}", ""]
-    lines += [(done.text if done else "").strip() or "_(no answer)_", ""]
+    notice = facts.incomplete_notice()
+    if notice is not None:
+        lines += [notice, ""]
+    lines += [facts.answer.strip() or "_(no answer)_", ""]
     if job.output.include_sources:
         lines += ["## Sources", ""]
         read = [s for s in facts.sources if s.kind == "read"]
@@ -143,7 +209,9 @@ def report_json(facts: RunFacts) -> dict[str, Any]:
         "job": facts.message.job.model_dump(mode="json"),
         "execution_id": facts.message.execution_id,
         "scheduled_time": facts.message.scheduled_time.isoformat(),
-        "answer": done.text if done else None,
+        "status": "incomplete" if facts.incomplete else "succeeded",
+        "incomplete_notice": facts.incomplete_notice(),
+        "answer": facts.answer if done else None,
         "stop_reason": done.stop_reason if done else None,
         "iterations": done.iterations if done else 0,
         "usage": done.usage.model_dump() if done else None,
@@ -197,6 +265,7 @@ def _run_rows(facts: RunFacts) -> list[tuple[str, str]]:
     usage = done.usage if done else None
     rows = [
         ("model", facts.model or facts.message.job.model or "(default)"),
+        ("status", "incomplete" if facts.incomplete else "succeeded"),
         ("stop reason", done.stop_reason if done else "(none)"),
         ("iterations", str(done.iterations if done else 0)),
     ]

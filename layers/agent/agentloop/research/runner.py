@@ -5,6 +5,11 @@ goes through :func:`agentloop.chat.handle_chat` without streaming, and its files
 the results store under ``research/<date>/<job-id>/``. A run that ends in an error (a
 provider refusing, a configuration problem, a bug) leaves ``failure.json`` with the
 partial transcript; the caller decides whether that is retried.
+
+Statuses: ``succeeded`` (the model finished), ``incomplete`` (a limit - iterations, token
+budget, deadline - stopped the run; it answered from what it had, and the report says so at
+the top), ``failed`` (no usable answer). A run that leaves a report removes the
+``failure.json`` an earlier attempt left, so the folder never shows both for one outcome.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from agentloop.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
 
-JobStatus = Literal["succeeded", "failed"]
+JobStatus = Literal["succeeded", "incomplete", "failed"]
 
 
 @dataclass
@@ -52,7 +57,7 @@ class JobOutcome:
     tokens: int
     seconds: float
     location: str
-    """report.md (or the first report format) on success, failure.json on failure."""
+    """report.md (or the first report format) when there is a report, else failure.json."""
     model: str | None = None
     iterations: int = 0
     error: str | None = None
@@ -71,6 +76,17 @@ class JobFailed(Exception):
 
     def __init__(self, outcome: JobOutcome) -> None:
         super().__init__(f"job {outcome.job_id!r} failed: {outcome.error}")
+        self.outcome = outcome
+
+
+class JobIncomplete(Exception):
+    """Raised by the worker so SQS delivers a limit-stopped job once more (its partial
+    report is already written and stays if the retry does no better)."""
+
+    def __init__(self, outcome: JobOutcome) -> None:
+        super().__init__(
+            f"job {outcome.job_id!r} stopped at its {outcome.stop_reason} limit; retrying"
+        )
         self.outcome = outcome
 
 
@@ -151,7 +167,20 @@ class JobRunner:
             files.append(
                 self._put(message, "transcript.json", _json(transcript_json(facts)), _JSON)
             )
-        return self._outcome(facts, "succeeded", files[0], files=files)
+        self._remove_stale_failure(message)
+        status: JobStatus = "incomplete" if facts.incomplete else "succeeded"
+        return self._outcome(facts, status, files[0], files=files)
+
+    def _remove_stale_failure(self, message: JobMessage) -> None:
+        """An earlier attempt's failure.json would contradict the report just written."""
+        try:
+            self.store.delete(message.prefix + "failure.json")
+        except Exception:  # the report is written: a stale record is not worth failing over
+            logger.warning(
+                "research job %s: could not remove an earlier failure.json",
+                message.job.id,
+                exc_info=True,
+            )
 
     def _fail(self, facts: RunFacts, error: str) -> JobOutcome:
         location = self.store.location(facts.message.prefix + "failure.json")

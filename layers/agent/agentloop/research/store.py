@@ -26,6 +26,10 @@ class ResultStore(Protocol):
         """Where ``key`` is (or would be), for reports and logs."""
         ...
 
+    def delete(self, key: str) -> None:
+        """Remove ``key`` if it is there (a missing key is not an error)."""
+        ...
+
 
 def _checked(key: str) -> str:
     parts = key.split("/")
@@ -56,6 +60,9 @@ class LocalResultStore:
             raise
         return str(path)
 
+    def delete(self, key: str) -> None:
+        (self.root / _checked(key)).unlink(missing_ok=True)
+
 
 class S3ResultStore:
     """Objects in a bucket (encrypted at rest by the bucket's default encryption)."""
@@ -80,6 +87,10 @@ class S3ResultStore:
             Bucket=self.bucket, Key=_checked(key), Body=body, ContentType=content_type
         )
         return self.location(key)
+
+    def delete(self, key: str) -> None:
+        # S3 answers 204 whether or not the key existed, so no lookup is needed first.
+        self.client.delete_object(Bucket=self.bucket, Key=_checked(key))
 
 
 def store_from_env(environ: Mapping[str, str] | None = None) -> ResultStore:

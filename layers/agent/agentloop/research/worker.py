@@ -6,6 +6,10 @@
 * Powertools idempotency on DynamoDB, keyed on exactly job id + execution id: a
   redelivered message for a finished job returns the stored outcome without calling the
   model. A failed job's record is removed by Powertools when it raises, so the retry runs.
+* A job a limit stopped (``incomplete``) has written its report. One stopped by its
+  deadline on the first receive is a batch item failure as well, so SQS delivers it once
+  more (a slow provider or a crowded batch may not recur); one stopped by its iteration
+  limit or token budget is not, since the same job would hit the same limit again.
 * Without ``AGENTLOOP_IDEMPOTENCY_TABLE`` (only allowed off Lambda, e.g. ``make invoke``)
   the worker runs every message it is given.
 """
@@ -21,7 +25,13 @@ from typing import Any
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.limits import Deadline, LambdaContextLike
 from agentloop.research.jobs import JobMessage
-from agentloop.research.runner import JobFailed, JobOutcome, JobRunner, JobTimeShare
+from agentloop.research.runner import (
+    JobFailed,
+    JobIncomplete,
+    JobOutcome,
+    JobRunner,
+    JobTimeShare,
+)
 from agentloop.research.store import ResultStore, store_from_env
 from agentloop.tools.registry import ToolRegistry
 
@@ -29,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_TABLE_ENV = "AGENTLOOP_IDEMPOTENCY_TABLE"
 IDEMPOTENCY_KEY_PREFIX = "research-job"
+RETRIED_LIMITS = frozenset({"deadline"})
+"""Limits worth a second attempt; iterations and budget would stop the same job again."""
 IDEMPOTENCY_TTL_S = 2 * 24 * 3600
 """A finished job is remembered for two days: longer than SQS keeps a message (1 day here)
 and than Lambda retries the planner, so every duplicate of a run arrives while it is known."""
@@ -145,13 +157,22 @@ class ResearchWorker:
     ) -> dict[str, Any]:
         job = JobMessage.model_validate(message)
         outcome = self._loop.run(self.runner.run(job, deadline=deadline, attempt=attempt))
-        _log(outcome)
+        retry = retries_incomplete(outcome, attempt)
+        _log(outcome, retry=retry)
         if outcome.status == "failed":
             raise JobFailed(outcome)
+        if retry:
+            raise JobIncomplete(outcome)
         return outcome.as_dict()
 
     def close(self) -> None:
         self._loop.close()
+
+
+def retries_incomplete(outcome: JobOutcome, attempt: int | None) -> bool:
+    """Whether an incomplete job goes back to SQS: a deadline stop, on its first receive only
+    (an unknown attempt is not retried: nothing would bound the retries)."""
+    return outcome.status == "incomplete" and outcome.stop_reason in RETRIED_LIMITS and attempt == 1
 
 
 def _remaining(context: Any) -> LambdaContextLike | None:
@@ -165,9 +186,14 @@ def _attempt(record: Any) -> int | None:
         return None
 
 
-def _log(outcome: JobOutcome) -> None:
+def _log(outcome: JobOutcome, *, retry: bool = False) -> None:
     fields = {k: v for k, v in outcome.as_dict().items() if k not in ("files",)}
     if outcome.status == "failed":
         logger.warning("research job failed", extra=fields)
+    elif outcome.status == "incomplete":
+        what = "SQS delivers it once more" if retry else "not retried"
+        logger.warning(
+            "research job stopped at its %s limit; %s", outcome.stop_reason, what, extra=fields
+        )
     else:
         logger.info("research job finished", extra=fields)
