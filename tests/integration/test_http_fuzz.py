@@ -17,15 +17,13 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agentloop.auth import BearerAuth, hash_token
-from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService, create_app
+from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM
-from tests.helpers import TEST_CONFIG, _validator, parse_sse
+from tests.helpers import _validator, parse_sse
+from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import echo
 
-TOKEN = "al_fuzz-token-1"
 ROUTES = ("/chat", "/v1/chat/completions")
 FUZZ = settings(
     max_examples=150,
@@ -62,13 +60,7 @@ class Fuzzed:
 
 @pytest.fixture(scope="module")
 def fuzzed(llm_server: ScriptedLLM) -> Iterator[Fuzzed]:
-    hashes = [hash_token(TOKEN)]
-    service = ChatService(
-        config=TEST_CONFIG,
-        tools=ToolRegistry([echo]),
-        authenticate=BearerAuth(lambda: hashes).check,
-        auth_mode="bearer",
-    )
+    service = make_service([echo])
     log = Collected()
     root = logging.getLogger()
     with pytest.MonkeyPatch.context() as env:

@@ -17,17 +17,15 @@ import httpx
 import openai
 import pytest
 
-from agentloop.auth import BearerAuth, hash_token
 from agentloop.events import Done
-from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService, create_app
+from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.pytest_plugin import TEST_GROQ_KEY
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
+from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import echo
 
-TOKEN = "al_face-token-456"
 MODEL = "groq:llama-3.3-70b-versatile"
 USER: Any = {"role": "user", "content": "What is the capital of France?"}
 
@@ -52,13 +50,7 @@ class Served:
 @pytest.fixture
 def served(llm: ScriptedLLM) -> Iterator[Served]:
     finished: list[Done] = []
-    hashes = [hash_token(TOKEN)]
-    service = ChatService(
-        config=TEST_CONFIG,
-        tools=ToolRegistry([echo]),
-        authenticate=BearerAuth(lambda: hashes).check,
-        auth_mode="bearer",
-    )
+    service = make_service([echo])
     service.on_finish.append(lambda done, info: finished.append(done))
     with LoopbackServer(create_app(service), name="openai-face") as server:
         yield Served(server.url, finished)
