@@ -940,3 +940,11 @@ async def test_tls_untrusted_certificate_is_rejected(tls_files: tuple[Path, Path
         with pytest.raises(FetchError, match=r"TLS with example\.test failed"):
             await fetcher.fetch(f"https://example.test:{port}/")
     assert server.hosts == []
+
+
+@pytest.mark.parametrize("port", ["65536", "99999999"])
+async def test_a_port_that_is_not_a_port_is_the_fetcher_s_error(port: str) -> None:
+    """Found by the fuzz test: connect() overflowed on a redirect to port 35291000."""
+    fetcher = SafeFetcher(FetchPolicy(allow_loopback=True))
+    with pytest.raises(FetchError, match="is not a port"):
+        await fetcher.fetch(f"http://127.0.0.1:{port}/")

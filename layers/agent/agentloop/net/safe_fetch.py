@@ -401,6 +401,8 @@ class SafeFetcher:
         """Everything about ``url`` that decides whether it may be fetched, addresses included."""
         policy = self.policy
         port = url.port or _DEFAULT_PORTS[url.scheme]
+        if not 0 < port < 65536:  # httpx parses any number; connect() would overflow
+            raise FetchError(f"port {port} of {str(url)[:200]!r} is not a port", _URL_HINT)
         if port not in policy.ports and not policy.allow_loopback:
             raise _refused(f"port {port} is not allowed (only {_ports(policy.ports)})")
         host = url.raw_host.decode("ascii", errors="replace")
