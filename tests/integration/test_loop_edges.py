@@ -207,14 +207,12 @@ DEADLINE_CASES: dict[str, list[Reply]] = {
 MARGINS: dict[str, float] = {}
 
 
-@pytest.mark.parametrize("reserve", [0.0, 1.0])
-@pytest.mark.parametrize("case", sorted(DEADLINE_CASES))
-def test_done_arrives_before_the_deadline(llm: ScriptedLLM, case: str, reserve: float) -> None:
-    llm.script(*DEADLINE_CASES[case])
-    llm.respond_with(lambda _: Reply(text=TRICKLE, chunk_delay=0.05))  # forced answers trickle
+def _deadline_margin(reserve: float, seconds: float) -> float:
+    """Run one chat through the HTTP app with a Lambda deadline ``seconds`` away; how long
+    before it ``done`` arrived. Also checks the answer shown equals ``done.text``."""
     config = AgentConfig(**{**TEST_CONFIG.model_dump(), "deadline_reserve_s": reserve})
     service = make_service([echo], config=config)
-    deadline_s = time.time() + 2.5
+    deadline_s = time.time() + seconds
     headers = {
         "authorization": f"Bearer {TOKEN}",
         "x-amzn-lambda-context": json.dumps({"deadline": int(deadline_s * 1000)}),
@@ -233,9 +231,6 @@ def test_done_arrives_before_the_deadline(llm: ScriptedLLM, case: str, reserve: 
                 arrived = time.time()
 
     assert arrived, f"no done: {[k for k, _ in events]}"
-    margin = deadline_s - arrived
-    MARGINS[f"{case}/reserve={reserve:g}"] = margin
-    assert margin > 0, f"done arrived {-margin:.3f} s after the deadline"
     done = next(d for k, d in events if k == "done" and d is not None and d["depth"] == 0)
     shown: list[str] = []
     for kind, data in events:
@@ -244,7 +239,43 @@ def test_done_arrives_before_the_deadline(llm: ScriptedLLM, case: str, reserve: 
         elif kind == "text_delta" and data is not None and data["depth"] == 0:
             shown.append(data["text"])
     assert "".join(shown) == done["text"]
-    assert done["stop_reason"] in ("deadline", "completed")
+    assert done["stop_reason"] in ("deadline", "completed", "error")
+    return deadline_s - arrived
+
+
+@pytest.mark.parametrize("reserve", [0.0, 1.0])
+@pytest.mark.parametrize("case", sorted(DEADLINE_CASES))
+def test_done_arrives_before_the_deadline(llm: ScriptedLLM, case: str, reserve: float) -> None:
+    llm.script(*DEADLINE_CASES[case])
+    llm.respond_with(lambda _: Reply(text=TRICKLE, chunk_delay=0.05))  # forced answers trickle
+    margin = _deadline_margin(reserve, 2.5)
+    MARGINS[f"{case}/reserve={reserve:g}"] = margin
+    assert margin > 0, f"done arrived {-margin:.3f} s after the deadline"
+
+
+trickles = st.builds(
+    lambda tool_first, delay, first, cut: [
+        *([Reply(tool_calls=[call("echo", text="x")], chunk_delay=delay)] if tool_first else []),
+        Reply(text=TRICKLE, chunk_delay=delay, first_delay=first, cut_after=cut),
+    ],
+    st.booleans(),
+    st.floats(min_value=0.005, max_value=0.4),
+    st.sampled_from([0.0, 0.3, 1.2, 5.0]),
+    st.one_of(st.none(), st.integers(min_value=2, max_value=30)),
+)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(script=trickles, reserve=st.sampled_from([0.0, 0.4]))
+def test_done_arrives_before_the_deadline_for_fuzzed_trickles(
+    llm: ScriptedLLM, script: list[Reply], reserve: float
+) -> None:
+    llm.reset()
+    llm.script(*script)
+    llm.respond_with(lambda _: Reply(text=TRICKLE, chunk_delay=0.05))
+    margin = _deadline_margin(reserve, 1.8)
+    MARGINS[f"fuzzed #{len(MARGINS)}"] = margin
+    assert margin > 0, f"done arrived {-margin:.3f} s after the deadline"
 
 
 def test_report_the_worst_deadline_margin(capsys: pytest.CaptureFixture[str]) -> None:
