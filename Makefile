@@ -73,8 +73,14 @@ format: $(STAMP) ## apply ruff fixes and formatting
 schema: $(STAMP) ## write docs/events.schema.json from the event models
 	$(BIN)/python -m agentloop schema > docs/events.schema.json
 
-chat: $(STAMP) ## ask the agent once from the terminal: make chat Q="question"
-	$(BIN)/python -m agentloop chat "$(Q)"
+# An empty Q is refused before anything is installed or sent. The question is read as the shell
+# variable Q (make exports a Q given on its command line), so quotes and $ in it arrive intact.
+chat: ## ask the agent once from the terminal: make chat Q="question"
+	@if [ -z "$$(printf '%s' "$$Q" | tr -d '[:space:]')" ]; then \
+	  echo 'usage: make chat Q="your question"' >&2; exit 2; \
+	fi
+	@$(MAKE) --no-print-directory $(STAMP)
+	$(BIN)/python -m agentloop chat "$$Q"
 
 # Research jobs, locally and concurrently, the way the worker runs them; results go to
 # AGENTLOOP_RESULTS_DIR (./research-output) or to S3 when AGENTLOOP_RESULTS_BUCKET is set.

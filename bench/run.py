@@ -377,7 +377,7 @@ def fig_cold(server: str) -> dict[str, Any]:
     rows["breakdown"] = import_breakdown("import chat_app", after="import groq")
     rows["startup_breakdown"] = import_breakdown(
         "import uvicorn.main, chat_app\n"
-        "from agentloop.tools.builtin import default_registry\ndefault_registry()"
+        "from agentloop.defaults import default_registry\ndefault_registry()"
     )
     return rows
 

@@ -4,7 +4,9 @@
     build/chat/           functions/chat/*.py + run.sh + static/ (the chat page) + the chat
                           requirements the layer lacks
     build/sandbox/        functions/sandbox/*.py (the runner is in the layer)
-    build/agent-layer.zip, build/chat-function.zip, build/sandbox-function.zip
+    build/research/       functions/research/*.py (planner and worker share this CodeUri)
+    build/agent-layer.zip, build/chat-function.zip, build/sandbox-function.zip,
+    build/research-function.zip
 
 Dependencies come as binary wheels for the Lambda target (``pip --platform``), so nothing is
 compiled for this machine. The chat function's requirements are resolved against the versions
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYER_SOURCE = ROOT / "layers" / "agent"
 CHAT_SOURCE = ROOT / "functions" / "chat"
 SANDBOX_SOURCE = ROOT / "functions" / "sandbox"
+RESEARCH_SOURCE = ROOT / "functions" / "research"
 
 # Lambda python3.13 runs on Amazon Linux 2023 (glibc 2.34): any manylinux wheel up to 2.34 works.
 PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64", "manylinux_2_34_aarch64")
@@ -155,14 +158,18 @@ def build_chat(build: Path, layer_site: Path) -> Path:
     return chat
 
 
-def build_sandbox(build: Path) -> Path:
-    """The sandbox function is its handler alone: the runner comes from the layer."""
-    sandbox = build / "sandbox"
-    shutil.rmtree(sandbox, ignore_errors=True)
-    sandbox.mkdir(parents=True)
-    for source in sorted(SANDBOX_SOURCE.glob("*.py")):
-        shutil.copy2(source, sandbox / source.name)
-    return sandbox
+def build_handlers(build: Path, name: str, source: Path) -> Path:
+    """A function that is its handler modules alone: everything else comes from the layer.
+
+    That is the sandbox function and the research planner and worker (one CodeUri for both);
+    their requirements.txt lists nothing, so there is nothing to install.
+    """
+    target = build / name
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for module in sorted(source.glob("*.py")):
+        shutil.copy2(module, target / module.name)
+    return target
 
 
 def zip_dir(source: Path, archive: Path) -> None:
@@ -190,11 +197,13 @@ def main(argv: list[str] | None = None) -> int:
 
     layer = build_layer(build)
     chat = build_chat(build, layer / "python")
-    sandbox = build_sandbox(build)
+    sandbox = build_handlers(build, "sandbox", SANDBOX_SOURCE)
+    research = build_handlers(build, "research", RESEARCH_SOURCE)
     artifacts = [
         ("agent layer", layer, build / "agent-layer.zip"),
         ("chat function", chat, build / "chat-function.zip"),
         ("sandbox func.", sandbox, build / "sandbox-function.zip"),
+        ("research func.", research, build / "research-function.zip"),
     ]
     for _, directory, archive in artifacts:
         zip_dir(directory, archive)
@@ -204,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     total = 0
     for label, directory, archive in artifacts:
         count, size = tree_size(directory)
-        if directory is not sandbox:  # a separate function: its own 250 MiB with the layer
+        if directory in (layer, chat):  # the others are a few kB each beside the layer
             total += size
         zipped = archive.stat().st_size
         print(

@@ -9,7 +9,6 @@ by the jobs queue and answers with partial batch failures.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import sys
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
+from agentloop.logs import quiet_request_loggers
 from agentloop.research.planner import plan, sender_from_env
 from agentloop.research.worker import ResearchWorker
 
@@ -28,14 +28,13 @@ logger = Logger(
 )
 if _ON_LAMBDA:  # the library's loggers write JSON through the same handler
     copy_config_to_registered_loggers(source_logger=logger, include={"agentloop"})
-    for _name in ("httpx", "httpcore", "openai", "groq"):  # request URLs can carry the prompt
-        logging.getLogger(_name).setLevel(logging.WARNING)
+    quiet_request_loggers()  # request URLs can carry the prompt
 
 
 @functools.cache
 def known_tools() -> tuple[str, ...]:
     """The tool names a job may ask for: the worker's default registry."""
-    from agentloop.tools.builtin import default_registry
+    from agentloop.defaults import default_registry
 
     return tuple(default_registry().names)
 

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from tests.fakes.scripted_llm import Reply, ScriptedLLM
 from tests.helpers import ROOT
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run([sys.executable, "-m", "agentloop", *args], env)
+
+
+def run(command: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agentloop", *args],
+        command,
         capture_output=True,
         text=True,
         timeout=60,
@@ -42,6 +49,26 @@ def test_chat_without_a_key_says_which_variable_to_set(llm: ScriptedLLM) -> None
     assert "GROQ_API_KEY is not set" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert llm.requests == []
+
+
+def test_chat_refuses_an_empty_question(llm: ScriptedLLM, model: str) -> None:
+    for question in ("", "  \n\t "):
+        proc = run_cli("chat", question, "--model", model)
+
+        assert proc.returncode == 2
+        assert "the question is empty" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert proc.stdout == ""
+    assert llm.requests == []
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_make_chat_without_q_prints_usage() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("Q", "MAKEFLAGS", "MFLAGS")}
+    proc = run(["make", "--no-print-directory", "chat", "Q="], env)
+
+    assert proc.returncode == 2
+    assert 'usage: make chat Q="your question"' in proc.stderr
 
 
 def test_schema_command_prints_the_committed_schema() -> None:

@@ -13,6 +13,7 @@ from typing import TextIO
 
 from agentloop.chat import ChatContext, handle_chat
 from agentloop.config import AgentConfig, ConfigurationError
+from agentloop.defaults import default_registry
 from agentloop.events import (
     Done,
     ErrorEvent,
@@ -24,7 +25,6 @@ from agentloop.events import (
     event_schema_text,
 )
 from agentloop.models import ChatRequest, UserMessage
-from agentloop.tools.builtin import default_registry
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "schema":
         sys.stdout.write(event_schema_text())
         return 0
+    if not args.question.strip():
+        # Checked here, before any key or model is looked at: a blank question (``make chat``
+        # without Q) would otherwise be sent, and paid for, as an empty user message.
+        print(
+            'error: the question is empty: python -m agentloop chat "your question"',
+            file=sys.stderr,
+        )
+        return 2
     try:
         config = AgentConfig.from_env()
         request = ChatRequest(

@@ -178,7 +178,7 @@ def main(
     if args.concurrency < 1:
         print("error: --concurrency must be at least 1", file=err)
         return 2
-    from agentloop.tools.builtin import default_registry
+    from agentloop.defaults import default_registry
 
     tools = default_registry()
     try:

@@ -97,7 +97,7 @@ class ResearchWorker:
             names = load_provider_keys(read_secret(secret_id))
             logger.info("provider keys loaded from the secret", extra={"keys": names})
         if tools is None:
-            from agentloop.tools.builtin import default_registry
+            from agentloop.defaults import default_registry
 
             tools = default_registry()
         runner = JobRunner(

@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from agentloop.sandbox import _supervisor, cgroups, seccomp
+from agentloop.sandbox.files import remove_tree
 from agentloop.sandbox.isolation import Isolation, interpreter, namespace_argv
 from agentloop.sandbox.models import RunOutcome, SandboxLimits
 
@@ -130,24 +130,6 @@ def _rlimits(limits: SandboxLimits) -> dict[str, list[int]]:
         "RLIMIT_NOFILE": [limits.max_open_files] * 2,
         "RLIMIT_CORE": [0, 0],
     }
-
-
-def _remove_tree(path: str) -> None:
-    """Remove the work dir even if the code took its own permissions away."""
-    with contextlib.suppress(FileNotFoundError):
-        try:
-            shutil.rmtree(path)
-            return
-        except OSError:
-            pass
-        stack = [path]
-        while stack:
-            directory = stack.pop()
-            with contextlib.suppress(OSError):
-                os.chmod(directory, 0o700)
-            with contextlib.suppress(OSError), os.scandir(directory) as entries:
-                stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _signal_name(number: int) -> str:
@@ -262,7 +244,7 @@ def run_python(
         Path(workdir, CODE_FILE).write_text(code, encoding="utf-8")
         return _run_in(workdir, limits, cancel, isolation or Isolation("unisolated"))
     finally:
-        _remove_tree(workdir)
+        remove_tree(workdir)
 
 
 def _program(workdir: str, limits: SandboxLimits, isolation: Isolation) -> tuple[list[str], bool]:

@@ -23,10 +23,8 @@ process exists for nothing else; ``AGENTLOOP_SANDBOX_HOST_CLEANUP=1``/``0`` forc
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -36,6 +34,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from agentloop.sandbox import _supervisor
+from agentloop.sandbox.files import empty_dir as _empty_dir  # the tests import this name
 from agentloop.sandbox.models import SandboxLimits, SandboxRequest, SandboxResponse
 from agentloop.sandbox.runner import SandboxError, run_python
 
@@ -137,30 +136,6 @@ class SandboxHost:
                 self.discard(f"{len(left)} left after the run: {', '.join(left[:5])}")
         if self.wipe_dir:
             _empty_dir(self.wipe_dir)
-
-
-def _empty_dir(path: str) -> None:
-    try:
-        entries = list(os.scandir(path))
-    except OSError:
-        return
-    for entry in entries:
-        with contextlib.suppress(OSError):
-            if entry.is_dir(follow_symlinks=False):
-                _make_tree_writable(entry.path)
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                os.unlink(entry.path)
-
-
-def _make_tree_writable(path: str) -> None:
-    stack = [path]
-    while stack:
-        directory = stack.pop()
-        with contextlib.suppress(OSError):
-            os.chmod(directory, 0o700)
-        with contextlib.suppress(OSError), os.scandir(directory) as entries:
-            stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:

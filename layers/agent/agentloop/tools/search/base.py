@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 
@@ -103,6 +103,44 @@ def make_result(title: object, url: object, snippet: object) -> SearchResult | N
     clean_title = clean_text(title) if isinstance(title, str) else ""
     clean_snippet = clean_text(snippet) if isinstance(snippet, str) else ""
     return SearchResult(title=clean_title or good_url, url=good_url, snippet=clean_snippet)
+
+
+@dataclass(frozen=True)
+class ResultFields:
+    """Which keys of a provider's result object hold the title, the URL and the snippet."""
+
+    title: str = "title"
+    url: str = "url"
+    snippet: str = "content"
+
+
+def results_from(items: object, fields: ResultFields) -> list[SearchResult] | None:
+    """Cleaned results from a provider's list of result objects; None when it is not a list.
+
+    Items that are not objects, or whose URL is unusable, are skipped: one odd result should
+    not cost the model the others.
+    """
+    if not isinstance(items, list):
+        return None
+    found: list[SearchResult] = []
+    for item in items:
+        if isinstance(item, dict):
+            result = make_result(
+                item.get(fields.title), item.get(fields.url), item.get(fields.snippet)
+            )
+            if result is not None:
+                found.append(result)
+    return found
+
+
+def parse_results(payload: Any, fields: ResultFields) -> list[SearchResult] | None:
+    """Results from an answer shaped ``{"results": [...], ...}`` (Tavily, SearXNG).
+
+    None when the answer is not shaped like that, so the provider can say what went wrong.
+    """
+    if not isinstance(payload, dict):
+        return None
+    return results_from(payload.get("results"), fields)
 
 
 def url_key(url: str) -> tuple[str, str, str]:

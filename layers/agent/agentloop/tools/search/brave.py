@@ -10,12 +10,13 @@ highlight the query with ``<strong>``. Errors are ``{"type": "ErrorResponse", "e
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import httpx
 
 from agentloop.tools.base import ToolError
-from agentloop.tools.search.base import SearchResult, make_result
+from agentloop.tools.search.base import ResultFields, SearchResult, results_from
 from agentloop.tools.search.transport import (
     ALTERNATIVES,
     HttpReply,
@@ -24,6 +25,7 @@ from agentloop.tools.search.transport import (
     bad_body,
     bad_query,
     rate_limited,
+    results_or_raise,
     retry_after_seconds,
     unexpected,
 )
@@ -36,6 +38,7 @@ SPARE = 3
 """Asked for beyond ``count``: Brave lists some pages twice, and a request costs the same."""
 
 _AUTH_CODES = frozenset({"SUBSCRIPTION_TOKEN_INVALID"})
+_FIELDS = ResultFields(title="title", url="url", snippet="description")
 
 
 def parse_brave(payload: Any) -> list[SearchResult] | None:
@@ -46,15 +49,9 @@ def parse_brave(payload: Any) -> list[SearchResult] | None:
     if web is None:
         # Brave leaves out sections with nothing in them.
         return [] if payload.get("type") == "search" else None
-    if not isinstance(web, dict) or not isinstance(web.get("results", []), list):
+    if not isinstance(web, dict):
         return None
-    found: list[SearchResult] = []
-    for item in web.get("results", []):
-        if isinstance(item, dict):
-            result = make_result(item.get("title"), item.get("url"), item.get("description"))
-            if result is not None:
-                found.append(result)
-    return found
+    return results_from(web.get("results", []), _FIELDS)
 
 
 def brave_error(payload: Any) -> tuple[str | None, object]:
@@ -121,12 +118,9 @@ class BraveSearch:
             params={"q": query, "count": min(count + SPARE, MAX_COUNT)},
             headers={"X-Subscription-Token": self._api_key, "Accept": "application/json"},
         )
-        if reply.status == 200:
-            found = parse_brave(reply.json())
-            if found is None:
-                raise bad_body(LABEL, "Brave's web search JSON")
-            return found
-        raise self._error(reply)
+        return results_or_raise(
+            reply, parse_brave, self._error, partial(bad_body, LABEL, "Brave's web search JSON")
+        )
 
     def _error(self, reply: HttpReply) -> ToolError:
         code, raw_detail = brave_error(reply.json())

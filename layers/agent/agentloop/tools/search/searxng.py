@@ -14,32 +14,26 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from agentloop.tools.base import ToolError
-from agentloop.tools.search.base import SearchResult, make_result
+from agentloop.tools.search.base import ResultFields, SearchResult, parse_results
 from agentloop.tools.search.transport import (
     HttpReply,
     Transport,
     display_url,
     rate_limited,
     refused,
+    results_or_raise,
     retry_after_seconds,
     unexpected,
 )
 
 LABEL = "SearXNG"
 URL_ENV = "AGENTLOOP_SEARXNG_URL"
+_FIELDS = ResultFields(title="title", url="url", snippet="content")
 
 
 def parse_searxng(payload: Any) -> list[SearchResult] | None:
     """Results from a SearXNG JSON answer; None when it is not shaped like one."""
-    if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
-        return None
-    found: list[SearchResult] = []
-    for item in payload["results"]:
-        if isinstance(item, dict):
-            result = make_result(item.get("title"), item.get("url"), item.get("content"))
-            if result is not None:
-                found.append(result)
-    return found
+    return parse_results(payload, _FIELDS)
 
 
 def unresponsive_engines(payload: Any) -> list[str]:
@@ -82,24 +76,23 @@ class SearxngSearch:
             headers={"Accept": "application/json"},
             auth=self._auth,
         )
-        if reply.status != 200:
-            raise self._error(reply)
-        payload = reply.json()
-        found = parse_searxng(payload)
-        if found is None:
-            raise ToolError(
-                f"{self._url} did not answer with SearXNG's JSON: check that "
-                f"{URL_ENV} is the instance's base URL",
-                hint="answer without web search and say that it is misconfigured",
-            )
-        silent = unresponsive_engines(payload)
-        if not found and silent:
+        found = results_or_raise(reply, parse_searxng, self._error, self._not_searxng)
+        silent = [] if found else unresponsive_engines(reply.json())
+        if silent:
             raise ToolError(
                 "SearXNG found nothing because its engines did not answer: "
                 + self._transport.redact(", ".join(silent[:5])),
                 hint="try once more later, or answer without web search",
             )
         return found
+
+    def _not_searxng(self) -> ToolError:
+        """A 200 whose body is not SearXNG's JSON: most likely the wrong URL (a login page)."""
+        return ToolError(
+            f"{self._url} did not answer with SearXNG's JSON: check that "
+            f"{URL_ENV} is the instance's base URL",
+            hint="answer without web search and say that it is misconfigured",
+        )
 
     def _error(self, reply: HttpReply) -> ToolError:
         status = reply.status

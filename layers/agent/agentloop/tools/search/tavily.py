@@ -7,10 +7,11 @@ plan's usage limit) and 433 (the pay-as-you-go limit), which only the dashboard 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from agentloop.tools.base import ToolError
-from agentloop.tools.search.base import SearchResult, make_result
+from agentloop.tools.search.base import ResultFields, SearchResult, parse_results
 from agentloop.tools.search.transport import (
     ALTERNATIVES,
     HttpReply,
@@ -20,6 +21,7 @@ from agentloop.tools.search.transport import (
     bad_query,
     rate_limited,
     refused,
+    results_or_raise,
     retry_after_seconds,
     unexpected,
 )
@@ -31,19 +33,12 @@ MAX_COUNT = 20  # Tavily's documented maximum for max_results
 SPARE = 2
 """Asked for beyond ``count``, so de-duplication still leaves enough; a basic search costs
 one credit whatever max_results is."""
+_FIELDS = ResultFields(title="title", url="url", snippet="content")
 
 
 def parse_tavily(payload: Any) -> list[SearchResult] | None:
     """Results from a Tavily answer; None when it is not shaped like one."""
-    if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
-        return None
-    found: list[SearchResult] = []
-    for item in payload["results"]:
-        if isinstance(item, dict):
-            result = make_result(item.get("title"), item.get("url"), item.get("content"))
-            if result is not None:
-                found.append(result)
-    return found
+    return parse_results(payload, _FIELDS)
 
 
 def tavily_error_text(payload: Any) -> object:
@@ -85,12 +80,12 @@ class TavilySearch:
             json=body,
             headers={"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"},
         )
-        if reply.status == 200:
-            found = parse_tavily(reply.json())
-            if found is None:
-                raise bad_body(LABEL, "Tavily's search results JSON")
-            return found
-        raise self._error(reply)
+        return results_or_raise(
+            reply,
+            parse_tavily,
+            self._error,
+            partial(bad_body, LABEL, "Tavily's search results JSON"),
+        )
 
     def _error(self, reply: HttpReply) -> ToolError:
         detail = self._transport.detail(tavily_error_text(reply.json()))

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from agentloop.tools.base import ToolError
+from agentloop.tools.search.base import SearchResult
 
 logger = logging.getLogger("agentloop.tools.search")
 
@@ -274,3 +276,22 @@ def bad_body(label: str, expected: str) -> ToolError:
         f"{label} answered, but not with {expected}",
         hint="try the search once more, or answer without it",
     )
+
+
+def results_or_raise(
+    reply: HttpReply,
+    parse: Callable[[Any], list[SearchResult] | None],
+    refusal: Callable[[HttpReply], ToolError],
+    malformed: Callable[[], ToolError],
+) -> list[SearchResult]:
+    """The results of a JSON answer, or the error to raise: every JSON provider's last step.
+
+    Anything but HTTP 200 is the provider's ``refusal``; a 200 whose body ``parse`` does not
+    recognise is ``malformed`` (called only then, as the errors log when they are made).
+    """
+    if reply.status != 200:
+        raise refusal(reply)
+    found = parse(reply.json())
+    if found is None:
+        raise malformed()
+    return found
