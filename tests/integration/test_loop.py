@@ -345,6 +345,8 @@ async def test_missing_key_is_a_configuration_error(
     assert "GROQ_API_KEY is not set" in error.message
     assert result.done.stop_reason == "error"
     assert llm.requests == []
+    # A refused run spent nothing: its whole budget is left (it used to say 0).
+    assert result.done.budget_remaining == TEST_CONFIG.token_budget
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, StringConstraints, model_validator
 from agentloop.events import Done, SubagentFinish, SubagentStart
 from agentloop.limits import TokenBudget
 from agentloop.models import ChatRequest, UserMessage
-from agentloop.tools.base import Tool, ToolContext, ToolError, tool
+from agentloop.tools.base import NestedRuns, Tool, ToolContext, ToolError, tool
 
 NAME = "ask_llm"
 
@@ -55,9 +55,10 @@ class AskArgs(BaseModel):
 
 
 async def _ask(args: AskArgs, ctx: ToolContext) -> Any:
-    run = ctx.run
-    if run is None or ctx.forward is None:
+    runs = ctx.runs
+    if runs is None:
         raise ToolError("ask_llm can only run inside an agent run")
+    run = runs.run
     depth = ctx.depth + 1
     if depth > run.config.max_depth:
         raise ToolError(
@@ -67,14 +68,14 @@ async def _ask(args: AskArgs, ctx: ToolContext) -> Any:
         )
     queries = [args.query] if args.query is not None else list(args.queries or [])
     # Reserve every share before any sub-agent starts: concurrent ones cannot overshoot.
-    share = ctx.budget.available() // (max(1, ctx.round_size) * len(queries))
+    share = ctx.budget.available() // (max(1, runs.round_size) * len(queries))
     budgets = [ctx.budget.share(share, run.config.final_answer_reserve) for _ in queries]
     gate = asyncio.Semaphore(run.config.subagent_concurrency)
 
     async def one(query: str, budget: TokenBudget) -> dict[str, Any]:
         try:
             async with gate:
-                return await _run_subagent(query, budget, depth, ctx)
+                return await _run_subagent(query, budget, depth, ctx, runs)
         finally:
             budget.close()
 
@@ -83,14 +84,11 @@ async def _ask(args: AskArgs, ctx: ToolContext) -> Any:
 
 
 async def _run_subagent(
-    query: str, budget: TokenBudget, depth: int, ctx: ToolContext
+    query: str, budget: TokenBudget, depth: int, ctx: ToolContext, runs: NestedRuns
 ) -> dict[str, Any]:
     from agentloop.chat import ChatContext, handle_chat  # the outer layer; imported at use
 
-    run = ctx.run
-    forward = ctx.forward
-    assert run is not None
-    assert forward is not None
+    run, forward = runs.run, runs.forward
     run_id = uuid.uuid4().hex[:16]
     forward(
         SubagentStart(
@@ -149,5 +147,6 @@ async def _run_subagent(
 
 def ask_llm_tool() -> Tool:
     """The opt-in ``ask_llm`` tool (a request must name it: it multiplies token use)."""
-    made: Tool = tool(name=NAME, description=DESCRIPTION, timeout_s=900.0, opt_in=True)(_ask)
-    return made
+    return tool(name=NAME, description=DESCRIPTION, timeout_s=900.0, opt_in=True, needs_runs=True)(
+        _ask
+    )

@@ -18,21 +18,21 @@ from typing import Any
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.events import (
     Done,
-    ErrorEvent,
+    ErrorCode,
     Event,
     ModelSwitched,
     RunStart,
-    TextDelta,
     _Event,
 )
 from agentloop.limits import CancelToken, Deadline, LambdaContextLike, TokenBudget
-from agentloop.llm.base import ChatModel
-from agentloop.llm.registry import get_model, parse_model_spec
+from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, TextSink
+from agentloop.llm.registry import get_model
 from agentloop.llm.resilient import ResilientModel, RetryPolicy
 from agentloop.loop import AgentLoop, Emitter, RunLimits
-from agentloop.models import AssistantMessage, ChatRequest, Usage
+from agentloop.models import ChatRequest
+from agentloop.plan import PlanError, RunPlan, check_model_allowed, plan_run
 from agentloop.tools.base import RunInfo
-from agentloop.tools.registry import ToolRegistry, UnknownToolError
+from agentloop.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -63,16 +63,14 @@ class ChatContext:
         return cls(deadline=Deadline.from_lambda_context(lambda_context), **kwargs)
 
 
-def check_model_allowed(spec: str, config: AgentConfig) -> None:
-    """Raise :class:`ConfigurationError` unless ``spec`` is well-formed and allowed."""
-    provider, _ = parse_model_spec(spec)
-    allowed = config.allowed_models
-    if allowed is not None and spec not in allowed and f"{provider.name}:*" not in allowed:
-        raise ConfigurationError(f"model {spec!r} is not allowed here (allowed: {list(allowed)})")
-
-
-async def handle_chat(request: ChatRequest, context: ChatContext) -> AsyncIterator[Event]:
+async def handle_chat(
+    request: ChatRequest, context: ChatContext, plan: RunPlan | None = None
+) -> AsyncIterator[Event]:
     """Run the agent on ``request``, yielding its events; ``done`` is always the last one.
+
+    ``plan`` is the face's :func:`plan_run` of this request (made once, before its answer
+    started); without one it is made here, and a request it refuses ends as a run whose
+    error event says why.
 
     Closing the iterator early (a client that went away) cancels the run: it stops
     after the tool round in progress and this generator waits for it to wind down.
@@ -84,7 +82,7 @@ async def handle_chat(request: ChatRequest, context: ChatContext) -> AsyncIterat
         depth=context.depth,
         parent_call_id=context.parent_call_id,
     )
-    producer = asyncio.create_task(_produce(request, context, emit))
+    producer = asyncio.create_task(_produce(request, context, emit, plan))
     producer.add_done_callback(lambda _: queue.put_nowait(None))
     try:
         while (event := await queue.get()) is not None:
@@ -96,44 +94,58 @@ async def handle_chat(request: ChatRequest, context: ChatContext) -> AsyncIterat
                 await producer
 
 
-async def _produce(request: ChatRequest, context: ChatContext, emit: Emitter) -> None:
+async def _produce(
+    request: ChatRequest, context: ChatContext, emit: Emitter, plan: RunPlan | None
+) -> None:
     try:
-        loop = _prepare(request, context, emit)
-    except (ConfigurationError, UnknownToolError) as exc:
+        plan = plan or plan_run(request, context.config, context.tools)
+        loop = _prepare(plan, request, context, emit)
+    except (ConfigurationError, PlanError) as exc:
         logger.warning("chat request refused: %s", exc)
-        code = "configuration" if isinstance(exc, ConfigurationError) else "invalid_request"
-        emit(ErrorEvent(code=code, message=str(exc)))
-        text = f"I can't answer this request: {exc}"
-        emit(TextDelta(text=text))  # what a client shows is always done.text
-        budget = context.budget
-        emit(
-            Done(
-                text=text,
-                stop_reason="error",
-                iterations=0,
-                usage=Usage(),
-                budget_remaining=budget.root.remaining if budget else 0,
-                messages=[AssistantMessage(content=text)],
-            )
+        code: ErrorCode = (
+            "configuration" if isinstance(exc, ConfigurationError) else "invalid_request"
         )
+        _refusing_loop(request, context, emit).refuse(code, str(exc))
         return
     await loop.run()
 
 
-def _prepare(request: ChatRequest, context: ChatContext, emit: Emitter) -> AgentLoop:
-    """Resolve model, tools and limits; raise a clear error for anything misconfigured."""
+class _NoModel:
+    """The model of a run that is refused before it starts: never called."""
+
+    spec = "none"
+
+    async def complete(self, call: ModelCall, on_text: TextSink) -> ModelTurn:
+        raise AssertionError("a refused run makes no model call")
+
+
+def _refusing_loop(request: ChatRequest, context: ChatContext, emit: Emitter) -> AgentLoop:
+    """A loop that only ends the run, so a refusal's ``done`` is built like every other."""
     config = context.config
-    spec = request.model or config.default_model
-    check_model_allowed(spec, config)
-    tools = context.tools.select(
-        request.tools if request.tools is not None else config.default_tools
+    budget = context.budget or TokenBudget(
+        min(request.token_budget or config.token_budget, config.token_budget_cap),
+        final_reserve=config.final_answer_reserve,
     )
+    return AgentLoop(
+        model=_NoModel(),
+        tools=ToolRegistry(),
+        config=config,
+        limits=RunLimits(
+            max_iterations=0, budget=budget, deadline=context.deadline, cancel=context.cancel
+        ),
+        emit=emit,
+        conversation=list(request.messages),
+    )
+
+
+def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Emitter) -> AgentLoop:
+    """Build the plan's loop; ConfigurationError when the model cannot be had (no key)."""
+    config = context.config
+    spec, tools, max_iterations = plan.model, plan.tools, plan.max_iterations
     model = _model_chain(spec, context, emit)
     budget = context.budget
     if budget is None:  # a top-level run: its own budget, shared by any nested runs
-        limit = min(request.token_budget or config.token_budget, config.token_budget_cap)
-        budget = TokenBudget(limit, final_reserve=config.final_answer_reserve)
-    max_iterations = min(request.max_iterations or config.max_iterations, config.max_iterations_cap)
+        budget = TokenBudget(plan.token_budget, final_reserve=config.final_answer_reserve)
     emit(
         RunStart(
             model=spec,

@@ -19,12 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from pydantic import ValidationError
-
 from agentloop.config import AgentConfig
 from agentloop.context import CompactionSettings, compact_view
 from agentloop.events import (
     Done,
+    ErrorCode,
     ErrorEvent,
     Notice,
     TextDelta,
@@ -49,7 +48,8 @@ from agentloop.models import (
     Usage,
     to_wire,
 )
-from agentloop.tools.base import RunInfo, ToolContext, ToolError
+from agentloop.tools.base import NestedRuns, RunInfo
+from agentloop.tools.executor import ToolExecutor, ToolScope
 from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.results import ToolResult, truncate_middle
 
@@ -73,21 +73,75 @@ CUT_RETRIES = 2
 """How often a turn whose stream was cut after some text is retried (with ``text_reset``)."""
 _CUT_KINDS = frozenset({"stream_cut", "server"})
 
-LimitReason = Literal["max_iterations", "budget", "deadline", "empty"]
+Limit = Literal["max_iterations", "budget", "deadline", "empty"]
+"""What ends the loop with one last, tool-less call for the answer (``empty``: a blank reply
+gets the same second chance)."""
 
-_FINAL_INSTRUCTION: dict[LimitReason, str] = {
-    "max_iterations": "You have used every tool iteration this request allows.",
-    "budget": "This request's token budget is nearly spent.",
-    "deadline": "This request is about to run out of time.",
-    "empty": "Your last reply was empty.",
+
+@dataclass(frozen=True)
+class _LimitTexts:
+    stop: StopReason
+    instruction: str
+    """Told to the model in the forced-answer call."""
+    notice: str
+    """Told to the person: a ``notice`` event and the answer's last line ("": none)."""
+
+
+_LIMITS: dict[Limit, _LimitTexts] = {
+    "max_iterations": _LimitTexts(
+        "max_iterations",
+        "You have used every tool iteration this request allows.",
+        "Reached the limit of {n} tool iterations; send a message to continue.",
+    ),
+    "budget": _LimitTexts(
+        "budget",
+        "This request's token budget is nearly spent.",
+        "Stopped early: this request's token budget ran out; send a message to continue.",
+    ),
+    "deadline": _LimitTexts(
+        "deadline",
+        "This request is about to run out of time.",
+        "Stopped early: this request ran out of time; send a message to continue.",
+    ),
+    "empty": _LimitTexts("completed", "Your last reply was empty.", ""),
 }
 
-_NOTICE: dict[LimitReason, str] = {
-    "max_iterations": "Reached the limit of {n} tool iterations; send a message to continue.",
-    "budget": "Stopped early: this request's token budget ran out; send a message to continue.",
-    "deadline": "Stopped early: this request ran out of time; send a message to continue.",
-    "empty": "",
-}
+
+@dataclass(frozen=True)
+class Answered:
+    """The model answered in text, already streamed: ``completed``."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """Cancelled or failed: no further model call; the streamed text, else a summary."""
+
+    stop: Literal["cancelled", "error"]
+    why: str
+    partial: str = ""
+
+
+@dataclass(frozen=True)
+class LimitReached:
+    """A limit: one tool-less call writes the answer. ``streamed``: the text of a turn the
+    limit cut short, already sent; it is the answer."""
+
+    limit: Limit
+    streamed: str = ""
+
+
+Ending = Answered | Stopped | LimitReached
+"""One typed outcome per way a run ends; :meth:`AgentLoop._end` turns it into ``done``."""
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """What the next model call may spend: an output-token cap and a time limit."""
+
+    max_tokens: int
+    timeout: float
 
 
 class Emitter:
@@ -167,73 +221,92 @@ class AgentLoop:
         self._wire = to_wire([system, *self.conversation])
         self._tool_defs = self.tools.definitions() or None
         self._tool_chars = len(json.dumps(self._tool_defs)) if self._tool_defs else 0
+        self._executor = ToolExecutor(
+            registry=self.tools,
+            scope=ToolScope(
+                depth=self.emit.depth,
+                deadline=self.limits.deadline,
+                budget=self.limits.budget,
+                cancel=self.limits.cancel,
+                extras=self.tool_extras,
+                result_max_chars=self.config.tool_result_max_chars,
+                runs=NestedRuns(self.run_info, self.emit.forward)
+                if self.run_info is not None
+                else None,
+            ),
+            timeout_s=self.config.tool_timeout_s,
+            keep_s=max(self.config.deadline_reserve_s / 2, SEND_MARGIN_S),
+        )
 
     # -- the loop -------------------------------------------------------------------------
 
     async def run(self) -> Done:
         """Run to a stop and emit ``done``; never raises (but ``CancelledError``)."""
         try:
-            return await self._run()
+            return await self._end(await self._iterate())
         except Exception as exc:  # the last line of defence: the stream must still end well
             logger.exception("agent loop failed")
             self.emit(ErrorEvent(code="internal", message=f"internal error: {type(exc).__name__}"))
             self._answer_open_calls("not run: an internal error stopped the run")
             self._void_answer("an internal error stopped the run")
-            return self._finish("error", self._summary("an internal error stopped the run"))
+            return await self._end(Stopped("error", "an internal error stopped the run"))
 
-    async def _run(self) -> Done:
-        limits = self.limits
-        stop: Literal["cancelled"] | LimitReason | None
+    def refuse(self, code: ErrorCode, why: str) -> Done:
+        """End a run that cannot start (no key for its model, a request it will not run):
+        an error event, the reason as the answer, and ``done`` - built where every run's is."""
+        self.emit(ErrorEvent(code=code, message=why))
+        return self._close("error", f"I can't answer this request: {why}", streamed=False)
+
+    async def _iterate(self) -> Ending:
+        """Turns until one ends the run: a text answer, a stop or a limit."""
         while True:
             stop = self._should_stop()
             if stop is not None:
-                break
+                return stop
             view = self._view()  # built once per turn: it is compacted and measured
             plan = self._plan_call(view, final=False)
-            if isinstance(plan, str):
-                stop = plan
-                break
-            max_tokens, timeout = plan
+            if isinstance(plan, LimitReached):
+                return plan
             self.iterations += 1
             self._answer.clear()
-            self.emit(
-                TurnStart(iteration=self.iterations, budget_remaining=limits.budget.root.remaining)
-            )
+            remaining = self.limits.budget.root.remaining
+            self.emit(TurnStart(iteration=self.iterations, budget_remaining=remaining))
             try:
-                turn = await self._turn_call(view, max_tokens, timeout)
+                turn = await self._turn_call(view, plan)
             except _Cancelled as cancelled:
-                return self._end_early("cancelled", str(cancelled), "the run was cancelled")
+                return Stopped("cancelled", "the run was cancelled", partial=str(cancelled))
             except ProviderError as exc:
-                if exc.kind == "timeout" and self._deadline_is_near():
-                    # What was streamed stays the answer; the notice says it was cut short.
-                    return await self._finish_at_limit("deadline", streamed=exc.partial_text)
-                if exc.kind == "tool_use_failed":
-                    self._record_failed_tool_call(exc)
+                ending = self._after_model_failure(exc)
+                if ending is None:
                     continue
-                self.emit(ErrorEvent(code="provider", message=exc.message))
-                why = f"the model failed: {exc.message}"
-                return self._end_early("error", exc.partial_text, why)
+                return ending
             if turn.tool_calls:
                 await self._tool_round(turn)
                 continue
             if turn.text.strip():
-                self._append(AssistantMessage(content=turn.text))
-                return self._done("completed", turn.text)
+                return Answered(turn.text)
             self._void_answer("the reply was empty")  # whitespace is no answer
-            stop = "empty"
-            break
-        if stop == "cancelled":
-            return self._end_early("cancelled", "", "the run was cancelled")
-        return await self._finish_at_limit(stop)
+            return LimitReached("empty")
 
-    def _should_stop(self) -> Literal["cancelled", "max_iterations", "deadline"] | None:
+    def _after_model_failure(self, exc: ProviderError) -> Ending | None:
+        """How a failed turn ends the run, or None when the model gets another turn."""
+        if exc.kind == "timeout" and self._deadline_is_near():
+            # What was streamed stays the answer; the notice says it was cut short.
+            return LimitReached("deadline", streamed=exc.partial_text)
+        if exc.kind == "tool_use_failed":
+            self._record_failed_tool_call(exc)
+            return None
+        self.emit(ErrorEvent(code="provider", message=exc.message))
+        return Stopped("error", f"the model failed: {exc.message}", partial=exc.partial_text)
+
+    def _should_stop(self) -> Stopped | LimitReached | None:
         limits = self.limits
         if limits.cancel.cancelled:
-            return "cancelled"
+            return Stopped("cancelled", "the run was cancelled")
         if self.iterations >= limits.max_iterations:
-            return "max_iterations"
+            return LimitReached("max_iterations")
         if limits.deadline.remaining() < self.config.deadline_reserve_s:
-            return "deadline"
+            return LimitReached("deadline")
         return None
 
     def _deadline_is_near(self) -> bool:
@@ -245,9 +318,7 @@ class AgentLoop:
         chars = len(json.dumps(wire, ensure_ascii=False)) + self._tool_chars
         return chars, self.limits.budget.estimate_tokens(chars)
 
-    def _plan_call(
-        self, wire: list[dict[str, Any]], *, final: bool
-    ) -> tuple[int, float] | Literal["budget", "deadline"]:
+    def _plan_call(self, wire: list[dict[str, Any]], *, final: bool) -> CallPlan | LimitReached:
         """Output-token cap and timeout for the next call, or the limit that forbids it.
 
         An ordinary turn must leave the final answer its token reserve and its
@@ -257,19 +328,15 @@ class AgentLoop:
         available = self.limits.budget.available(final=final)
         max_tokens = min(self.config.max_output_tokens, available - prompt)
         if max_tokens < MIN_OUTPUT_TOKENS:
-            return "budget"
+            return LimitReached("budget")
         keep = SEND_MARGIN_S if final else max(self.config.deadline_reserve_s, SEND_MARGIN_S)
         timeout = self.limits.deadline.cap(self.config.model_timeout_s, keep=keep)
         if timeout < (MIN_FINAL_CALL_S if final else MIN_TURN_S):
-            return "deadline"
-        return max_tokens, timeout
+            return LimitReached("deadline")
+        return CallPlan(max_tokens, timeout)
 
     async def _call_model(
-        self,
-        wire: list[dict[str, Any]],
-        tool_choice: Literal["auto", "none"],
-        max_tokens: int,
-        time_limit: float,
+        self, wire: list[dict[str, Any]], tool_choice: Literal["auto", "none"], plan: CallPlan
     ) -> ModelTurn:
         """One streamed call, abandoned early on cancellation or timeout; usage charged."""
         streamed: list[str] = []
@@ -283,17 +350,17 @@ class AgentLoop:
             messages=wire,
             tools=self._tool_defs,
             tool_choice=tool_choice if self._tool_defs else None,
-            max_tokens=max_tokens,
-            timeout=time_limit,
+            max_tokens=plan.max_tokens,
+            timeout=plan.timeout,
         )
         chars, prompt_estimate = self._estimate_prompt(wire)
         task = asyncio.ensure_future(self.model.complete(call, on_text))
         cancel_wait = asyncio.ensure_future(self.limits.cancel.wait())
         try:
-            # The whole call - connecting, every retry, the last byte - ends by time_limit:
+            # The whole call - connecting, every retry, the last byte - ends by plan.timeout:
             # the SDK's own timeout bounds each read, not the call.
             await asyncio.wait(
-                {task, cancel_wait}, timeout=time_limit, return_when=asyncio.FIRST_COMPLETED
+                {task, cancel_wait}, timeout=plan.timeout, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             cancel_wait.cancel()
@@ -316,6 +383,11 @@ class AgentLoop:
                     Usage(prompt_tokens=prompt_estimate, completion_tokens=len(partial) // 4)
                 )
             raise
+        self._settle(turn, chars, prompt_estimate)
+        return turn
+
+    def _settle(self, turn: ModelTurn, chars: int, prompt_estimate: int) -> None:
+        """Charge a finished call (the provider's figures, else an estimate) and report it."""
         usage = turn.usage or Usage(
             prompt_tokens=prompt_estimate,
             completion_tokens=(len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls))
@@ -332,28 +404,25 @@ class AgentLoop:
                 budget_remaining=self.limits.budget.root.remaining,
             )
         )
-        return turn
 
-    async def _turn_call(
-        self, view: list[dict[str, Any]], max_tokens: int, time_limit: float
-    ) -> ModelTurn:
+    async def _turn_call(self, view: list[dict[str, Any]], plan: CallPlan) -> ModelTurn:
         """A turn's call. A stream cut after some text was streamed is retried (at most
         ``CUT_RETRIES`` times, while time and budget allow): ``text_reset`` tells the client
         to drop the turn's text so far, and the retried turn's text follows."""
         retries = 0
         while True:
             try:
-                return await self._call_with_compaction(view, "auto", max_tokens, time_limit)
+                return await self._call_with_compaction(view, "auto", plan)
             except ProviderError as exc:
                 if not exc.partial_text or exc.kind not in _CUT_KINDS or retries >= CUT_RETRIES:
                     raise
-                plan = self._plan_call(view, final=False)
-                if isinstance(plan, str):
+                again = self._plan_call(view, final=False)
+                if isinstance(again, LimitReached):
                     raise
                 retries += 1
                 logger.warning("retrying a turn cut after %d chars: %s", len(exc.partial_text), exc)
                 self._void_answer(f"{exc.message}; the turn is retried")
-                max_tokens, time_limit = plan
+                plan = again
 
     def _void_answer(self, reason: str) -> None:
         """Tell the client that the text streamed since the turn began no longer counts."""
@@ -368,16 +437,12 @@ class AgentLoop:
         return compact_view(self._wire, self._compaction)
 
     async def _call_with_compaction(
-        self,
-        view: list[dict[str, Any]],
-        tool_choice: Literal["auto", "none"],
-        max_tokens: int,
-        time_limit: float,
+        self, view: list[dict[str, Any]], tool_choice: Literal["auto", "none"], plan: CallPlan
     ) -> ModelTurn:
         """A turn's call; if the provider says the context is too long, compact harder and
         try once more."""
         try:
-            return await self._call_model(view, tool_choice, max_tokens, time_limit)
+            return await self._call_model(view, tool_choice, plan)
         except ProviderError as exc:
             if exc.kind != "context_length" or exc.partial_text:
                 raise
@@ -387,9 +452,7 @@ class AgentLoop:
                 Notice(code="context_compacted", message="The conversation was shortened to fit.")
             )
             self._compaction = harder
-            return await self._call_model(
-                compact_view(self._wire, harder), tool_choice, max_tokens, time_limit
-            )
+            return await self._call_model(compact_view(self._wire, harder), tool_choice, plan)
 
     def _record_failed_tool_call(self, exc: ProviderError) -> None:
         """Groq's ``tool_use_failed``: the model wrote a tool call the provider could not parse.
@@ -435,9 +498,9 @@ class AgentLoop:
                 started = time.perf_counter()
                 problem = turn.call_problems.get(call.id)
                 if problem is not None:  # written wrongly by the model: answered, not run
-                    result = self._refused(problem)
+                    result = self._executor.refuse(problem)
                 else:
-                    result = await self._execute(call, round_size=names.count(call.name))
+                    result = await self._executor.execute(call, names.count(call.name))
                 content = clean_text(result.render(self.config.tool_result_max_chars))
                 self.emit(
                     ToolCallResult(
@@ -456,103 +519,49 @@ class AgentLoop:
             self._append(ToolMessage(tool_call_id=call.id, content=content))
         self._answer.clear()  # a client's answer starts again after the tool results
 
-    def _refused(self, problem: str) -> ToolResult:
-        available = ", ".join(self.tools.names) or "none"
-        return ToolResult.failure(problem, hint=f"call one of the available tools: {available}")
-
-    async def _execute(self, call: ToolCall, round_size: int = 1) -> ToolResult:
-        """Run one call; every failure becomes an error result the model can act on."""
-        item = self.tools.get(call.name)
-        if item is None:
-            available = ", ".join(self.tools.names) or "none"
-            return ToolResult.failure(
-                f"unknown tool {call.name!r}", hint=f"available tools: {available}"
-            )
-        try:
-            raw = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError as exc:
-            return ToolResult.failure(
-                f"arguments are not valid JSON ({exc.msg} at position {exc.pos})",
-                hint="send the arguments as one JSON object matching the tool's schema",
-            )
-        if not isinstance(raw, dict):
-            return ToolResult.failure(
-                "arguments must be a JSON object", hint="wrap the arguments in {...}"
-            )
-        try:
-            args = item.args_model.model_validate(raw)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            return ToolResult.failure(
-                f"invalid arguments: {problems}", hint="fix the fields named and call again"
-            )
-        limit = item.timeout_s or self.config.tool_timeout_s
-        keep = max(self.config.deadline_reserve_s / 2, SEND_MARGIN_S)
-        timeout = self.limits.deadline.cap(limit, keep=keep)
-        context = ToolContext(
-            call_id=call.id,
-            depth=self.emit.depth,
-            deadline=self.limits.deadline,
-            budget=self.limits.budget,
-            cancel=self.limits.cancel,
-            extras=self.tool_extras,
-            run=self.run_info,
-            forward=self.emit.forward,
-            round_size=round_size,
-        )
-        try:
-            async with asyncio.timeout(timeout):
-                value = await item.fn(args, context)
-        except TimeoutError:
-            return ToolResult.failure(
-                f"{call.name} timed out after {timeout:.1f} s",
-                hint="try a smaller request, or answer without this tool",
-            )
-        except ToolError as exc:
-            return ToolResult.failure(exc.message, hint=exc.hint)
-        except Exception as exc:
-            logger.warning("tool %s raised %s", call.name, type(exc).__name__, exc_info=True)
-            return ToolResult.failure(f"{call.name} failed: {type(exc).__name__}: {exc}")
-        return ToolResult(ok=True, result=value)
-
     # -- ending ---------------------------------------------------------------------------
 
-    async def _finish_at_limit(self, reason: LimitReason, *, streamed: str = "") -> Done:
-        """Write the answer with one tool-less call; fall back to a plain summary.
+    async def _end(self, ending: Ending) -> Done:
+        """The answer for how the run ended, then ``done``: the one way every run ends."""
+        if isinstance(ending, Answered):
+            return self._close("completed", ending.text)
+        if isinstance(ending, Stopped):
+            if ending.partial:  # what was streamed stays the answer
+                return self._close(ending.stop, ending.partial)
+            return self._close(ending.stop, self._summary(ending.why), streamed=False)
+        answer = await self._limit_answer(ending)
+        return self._close(_LIMITS[ending.limit].stop, answer)
 
-        ``streamed``: the text of a turn cut short by the limit, already sent; it is the answer.
-        """
-        answer = streamed or await self._forced_answer(reason)
-        stop: StopReason = "completed" if reason == "empty" else reason
+    async def _limit_answer(self, ending: LimitReached) -> str:
+        """The streamed text, else one tool-less call's answer, else a plain summary; then
+        the limit's notice. All of it has been streamed when this returns."""
+        texts = _LIMITS[ending.limit]
+        answer = ending.streamed or await self._forced_answer(texts.instruction)
         if answer is None:
-            answer = self._summary(_FINAL_INSTRUCTION[reason].lower().rstrip("."))
+            answer = self._summary(texts.instruction.lower().rstrip("."))
             self.emit(TextDelta(text=answer))
-        notice = _NOTICE[reason].format(n=self.limits.max_iterations)
+        notice = texts.notice.format(n=self.limits.max_iterations)
         if notice:
-            self.emit(Notice(code=reason, message=notice))
+            self.emit(Notice(code=ending.limit, message=notice))
             if self.emit.depth == 0:  # "send a message" speaks to a person, not a parent agent
                 suffix = f"\n\n{notice}"
                 self.emit(TextDelta(text=suffix))
                 answer += suffix
-        return self._finish(stop, answer, already_streamed=True)
+        return answer
 
-    async def _forced_answer(self, reason: LimitReason) -> str | None:
+    async def _forced_answer(self, instruction: str) -> str | None:
         if self.limits.cancel.cancelled:
             return None
-        instruction = SystemMessage(
-            content=f"{_FINAL_INSTRUCTION[reason]} Do not call tools. Answer the user now from "
+        message = SystemMessage(
+            content=f"{instruction} Do not call tools. Answer the user now from "
             "what you have gathered so far, and say briefly what is still missing."
         )
-        wire = [*self._view(), *to_wire([instruction])]
+        wire = [*self._view(), *to_wire([message])]
         plan = self._plan_call(wire, final=True)
-        if isinstance(plan, str):
+        if isinstance(plan, LimitReached):
             return None
-        max_tokens, timeout = plan
         try:
-            turn = await self._call_model(wire, "none", max_tokens, timeout)
+            turn = await self._call_model(wire, "none", plan)
         except _Cancelled as cancelled:
             return str(cancelled) or None  # what was streamed stays the answer
         except ProviderError as exc:
@@ -594,7 +603,12 @@ class AgentLoop:
         self.new_messages.append(message)
         self._wire.extend(to_wire([message]))
 
-    def _done(self, stop: StopReason, text: str) -> Done:
+    def _close(self, stop: StopReason, text: str, *, streamed: bool = True) -> Done:
+        """Stream the answer unless it was, record it, and emit ``done``: the only place a
+        ``Done`` is built, so every run's last message and event agree."""
+        if not streamed:
+            self.emit(TextDelta(text=text))
+        self._append(AssistantMessage(content=text))
         budget = self.limits.budget
         return self.emit(
             Done(
@@ -607,16 +621,3 @@ class AgentLoop:
                 messages=list(self.new_messages),
             )
         )
-
-    def _end_early(self, stop: StopReason, partial: str, why: str) -> Done:
-        """End without another model call: keep streamed text, else summarise the tools."""
-        if partial:
-            return self._finish(stop, partial, already_streamed=True)
-        return self._finish(stop, self._summary(why))
-
-    def _finish(self, stop: StopReason, text: str, *, already_streamed: bool = False) -> Done:
-        """End a run that did not complete normally: stream the text, record it, emit done."""
-        if not already_streamed:
-            self.emit(TextDelta(text=text))
-        self._append(AssistantMessage(content=text))
-        return self._done(stop, text)

@@ -10,12 +10,17 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel
 
 from agentloop.config import AgentConfig
 from agentloop.limits import CancelToken, Deadline, TokenBudget
+
+if TYPE_CHECKING:  # the registry holds tools, the events and models sit beside them: no cycle
+    from agentloop.events import _Event
+    from agentloop.llm.base import ChatModel
+    from agentloop.tools.registry import ToolRegistry
 
 
 class ToolError(Exception):
@@ -29,13 +34,29 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class RunInfo:
-    """The run a tool was called from, for tools that start nested runs (``ask_llm``)."""
+    """The run a nested run starts from: its settings, model, tools and how models are made."""
 
     config: AgentConfig
     model: str
     tool_names: tuple[str, ...]
-    registry: Any = field(repr=False)  # the server's ToolRegistry (not imported: a cycle)
-    model_factory: Callable[[str], Any] = field(repr=False)
+    registry: ToolRegistry = field(repr=False)
+    """The server's whole registry, which a nested run selects its tools from."""
+    model_factory: Callable[[str], ChatModel] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class NestedRuns:
+    """The seam for tools that start runs of their own (``ask_llm``).
+
+    Only tools declared with ``needs_runs=True`` get it, so an ordinary tool never sees
+    the run's plumbing, and the tools layer never imports the chat handler.
+    """
+
+    run: RunInfo
+    forward: Callable[[_Event], None] = field(repr=False)
+    """Puts an event of a nested run into this run's stream as it is."""
+    round_size: int = 1
+    """How many calls of this same tool the current turn made (they run concurrently)."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +69,11 @@ class ToolContext:
     budget: TokenBudget
     cancel: CancelToken
     extras: dict[str, Any] = field(default_factory=dict)
-    run: RunInfo | None = None
-    forward: Callable[[Any], None] | None = field(default=None, repr=False)
-    """Puts an event (of a nested run) into this run's stream as it is."""
-    round_size: int = 1
-    """How many calls of this same tool the current turn made (they run concurrently)."""
+    result_max_chars: int | None = None
+    """The loop's bound on a rendered result, for tools that fit their result to it rather
+    than have its middle cut out."""
+    runs: NestedRuns | None = None
+    """Set only for tools declared with ``needs_runs=True``."""
 
 
 ToolFn = Callable[[Any, ToolContext], Awaitable[Any]]
@@ -66,6 +87,7 @@ class Tool:
     fn: ToolFn
     timeout_s: float | None = None
     opt_in: bool = False  # offered only when a request (or the server default) names it
+    needs_runs: bool = False  # gets ToolContext.runs: it starts nested runs
 
     @cached_property
     def definition(self) -> dict[str, Any]:
@@ -84,6 +106,7 @@ def tool(
     description: str | None = None,
     timeout_s: float | None = None,
     opt_in: bool = False,
+    needs_runs: bool = False,
 ) -> Callable[[ToolFn], Tool]:
     """Make a :class:`Tool` of ``async def f(args: SomeModel, ctx: ToolContext)``.
 
@@ -107,6 +130,7 @@ def tool(
             fn=fn,
             timeout_s=timeout_s,
             opt_in=opt_in,
+            needs_runs=needs_runs,
         )
 
     return wrap

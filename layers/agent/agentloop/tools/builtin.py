@@ -1,4 +1,6 @@
-"""The tools a server offers by default."""
+"""The tools this layer builds in: search_web, scrape and (where it can be isolated)
+execute_code. The server's default registry, which adds ``ask_llm``, is
+:func:`agentloop.defaults.default_registry`."""
 
 from __future__ import annotations
 
@@ -10,14 +12,9 @@ from agentloop.tools.registry import ToolRegistry
 logger = logging.getLogger(__name__)
 
 
-def default_registry() -> ToolRegistry:
-    """Every built-in tool; ``ask_llm`` is opt-in (a request must name it).
-
-    Built when the app starts (after provider keys are copied from the secret);
-    ``execute_code`` uses the sandbox function when ``AGENTLOOP_SANDBOX_FUNCTION`` is set, and
-    is left out where local code could not be isolated (the log says why and what to do).
-    """
-    from agentloop.ask_llm import ask_llm_tool
+def builtin_tools() -> list[Tool]:
+    """search_web, scrape and execute_code; execute_code is left out, with a warning saying
+    why, where local code could not be isolated."""
     from agentloop.sandbox.isolation import IsolationUnavailable
     from agentloop.tools.execute_code import execute_code_tool
     from agentloop.tools.scrape import scrape_tool
@@ -28,4 +25,12 @@ def default_registry() -> ToolRegistry:
         tools.append(execute_code_tool())
     except IsolationUnavailable as exc:
         logger.warning("execute_code is off: %s", exc)
-    return ToolRegistry([*tools, ask_llm_tool()])
+    return tools
+
+
+def default_registry() -> ToolRegistry:
+    """Kept for callers of the old name (functions/chat/chat_app.py); it is built one layer
+    up, in :mod:`agentloop.defaults`, the layer that may import ``ask_llm``."""
+    from agentloop.defaults import default_registry as build
+
+    return build()

@@ -124,8 +124,7 @@ def scrape_tool(settings: ScrapeSettings | None = None) -> Tool:
             "truncated": cut_html or page.truncated,
             "total_chars": len(content),
         }
-        bound = ctx.run.config.tool_result_max_chars if ctx.run is not None else None
-        return _fitted(result, args.max_chars, bound)
+        return _fitted(result, args.max_chars, ctx.result_max_chars)
 
     return scrape
 
