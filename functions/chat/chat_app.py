@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -27,34 +26,29 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from agentloop.auth import AuthError, AuthMode, auth_mode_from_env, bearer_auth_from_env
+from agentloop.app_settings import REQUEST_ID, AppSettings, configure_logging
+from agentloop.auth import AuthError, AuthMode, bearer_auth_from_env
 from agentloop.chat import ChatContext, handle_chat
 from agentloop.config import AgentConfig, ConfigurationError
+from agentloop.defaults import default_registry
 from agentloop.events import Done, Event, ToolCallStart
-from agentloop.host_check import HostCheckMiddleware, allowed_hosts_from_env, describe_hosts
+from agentloop.host_check import HostCheckMiddleware, describe_hosts
 from agentloop.http_api import (
     HttpError,
     InvocationInfo,
     RequestLimits,
     check_message_limits,
-    check_model_and_tools,
     invocation_info,
     parse_chat_request,
     parse_json,
+    plan_request,
     read_json,
     validate_model,
 )
 from agentloop.limits import CancelToken
-from agentloop.openai_api import (
-    CompletionRequest,
-    CompletionStream,
-    collect_completion,
-    refusal,
-)
 from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.secret_store import load_provider_keys, read_secret
 from agentloop.sse import sse_frames
-from agentloop.tools.builtin import default_registry
 from agentloop.tools.execute_code import execute_code_mode
 from agentloop.tools.registry import ToolRegistry
 
@@ -76,6 +70,8 @@ class ChatService:
     heartbeat_s: float = 10.0
     execute_code: str = "not configured"
     """Where execute_code runs and how it is isolated, or why it is off (see /healthz)."""
+    metrics_namespace: str | None = None
+    """Where each run's EMF metrics go; None: none are written (AGENTLOOP_METRICS)."""
     on_finish: list[Callable[[Done, InvocationInfo], None]] = field(default_factory=list)
 
 
@@ -83,19 +79,19 @@ def _allow_anyone(_: str | None) -> None:
     return None
 
 
-def service_from_env() -> ChatService:
+def service_from_env(settings: AppSettings | None = None) -> ChatService:
     """The service as configured by ``AGENTLOOP_*`` variables (and the secret, in AWS)."""
-    secret_id = os.environ.get("AGENTLOOP_SECRET_ID")
-    if secret_id:
-        names = load_provider_keys(read_secret(secret_id))
+    settings = settings or AppSettings.from_env()
+    if settings.secret_id:
+        names = load_provider_keys(read_secret(settings.secret_id))
         logger.info("provider keys loaded from the secret", extra={"keys": names})
-    if os.environ.get("AGENTLOOP_METRICS", "on") != "off":
+    if settings.metrics:
         # Import now, in Lambda's init phase, not while the first request's done is pending.
         import aws_lambda_powertools.metrics  # noqa: F401
-    mode = auth_mode_from_env(os.environ)
+    mode = settings.auth_mode
     authenticate: Authenticate = _allow_anyone
     if mode == "bearer":
-        authenticate = bearer_auth_from_env(os.environ).check
+        authenticate = bearer_auth_from_env(settings.auth_environ()).check
     elif mode == "none":
         logger.warning("AGENTLOOP_AUTH_MODE=none: anyone who can reach this URL can use it")
     tools = default_registry()
@@ -106,8 +102,9 @@ def service_from_env() -> ChatService:
         tools=tools,
         authenticate=authenticate,
         auth_mode=mode,
-        limits=RequestLimits.from_env(os.environ),
+        limits=settings.limits,
         execute_code=execute_code,
+        metrics_namespace=settings.metrics_namespace if settings.metrics else None,
     )
 
 
@@ -301,14 +298,18 @@ async def observed(
         if isinstance(event, ToolCallStart):
             tool_calls += 1
         if isinstance(event, Done) and event.depth == 0:
-            record_run(event, info, tool_calls, time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            record_run(event, info, tool_calls, seconds, service.metrics_namespace)
             for hook in service.on_finish:
                 hook(event, info)
         yield event
 
 
-def record_run(done: Done, info: InvocationInfo, tool_calls: int, seconds: float) -> None:
-    """One structured log line and one EMF metrics blob per request; no message content."""
+def record_run(
+    done: Done, info: InvocationInfo, tool_calls: int, seconds: float, namespace: str | None
+) -> None:
+    """One structured log line and (``namespace`` set) one EMF metrics blob per request; no
+    message content. Powertools prints the blob on stdout, where Lambda ships it to CloudWatch."""
     logger.info(
         "run finished",
         extra={
@@ -322,13 +323,11 @@ def record_run(done: Done, info: InvocationInfo, tool_calls: int, seconds: float
             "latency_ms": round(seconds * 1000),
         },
     )
-    if os.environ.get("AGENTLOOP_METRICS", "on") == "off":
+    if namespace is None:
         return
     from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-    metrics = EphemeralMetrics(
-        namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "agentloop")
-    )
+    metrics = EphemeralMetrics(namespace=namespace)
     metrics.add_dimension(name="stop_reason", value=done.stop_reason)
     metrics.add_metric(name="Iterations", unit=MetricUnit.Count, value=done.iterations)
     metrics.add_metric(name="ToolCalls", unit=MetricUnit.Count, value=tool_calls)
@@ -348,21 +347,14 @@ def _service(request: Request) -> ChatService:
 async def chat(request: Request) -> Response:
     """``POST /chat``: the native protocol, an SSE stream of agent events."""
     service = _service(request)
-    try:
-        who = authenticate(service, request)
-        body = await read_body(request, service.limits)
-        chat_request = parse_chat_request(
-            body,
-            request.headers.get("content-type"),
-            config=service.config,
-            tools=service.tools,
-            limits=service.limits,
-        )
-    except HttpError as exc:
-        return error_response(exc)
+    who = authenticate(service, request)
+    body = await read_body(request, service.limits)
+    chat_request = parse_chat_request(body, request.headers.get("content-type"), service.limits)
+    plan = plan_request(chat_request, service.config, service.tools)
     info = invocation_info(request.headers)
+    REQUEST_ID.set(info.request_id)
     context = _context(service, info, caller_id(service, who, request))
-    events = observed(handle_chat(chat_request, context), service, info)
+    events = observed(handle_chat(chat_request, context, plan), service, info)
     headers = {**_STREAM_HEADERS, "x-request-id": info.request_id}
     return EventStreamResponse(sse_frames(events, service.heartbeat_s), context.cancel, headers)
 
@@ -392,34 +384,34 @@ async def cancel_on_disconnect(receive: Receive, cancel: CancelToken, work: Awai
 
 
 async def chat_completions(request: Request) -> Response:
-    """``POST /v1/chat/completions``: the same agent behind OpenAI's protocol."""
+    """``POST /v1/chat/completions``: the same agent behind OpenAI's protocol.
+
+    Its errors follow the OpenAI face's retry policy (see :func:`http_error`).
+    """
+    # Imported here: only this route needs the OpenAI face, so start-up does not pay for it.
+    from agentloop.openai_api import CompletionRequest, CompletionStream, collect_completion
+
     service = _service(request)
-    try:
-        who = authenticate(service, request)
-        body = await read_body(request, service.limits)
-        raw = read_json(body, request.headers.get("content-type"), service.limits)
-        check_message_limits(raw, service.limits)
-        completion = validate_model(CompletionRequest, raw)
-        chat_request = completion.to_chat_request()
-        check_model_and_tools(chat_request, service.config, service.tools)
-    except HttpError as exc:
-        return error_response(refusal(exc))  # x-should-retry, as the OpenAI face's policy says
+    who = authenticate(service, request)
+    body = await read_body(request, service.limits)
+    raw = read_json(body, request.headers.get("content-type"), service.limits)
+    check_message_limits(raw, service.limits)
+    completion = validate_model(CompletionRequest, raw)
+    chat_request = completion.to_chat_request()
+    plan = plan_request(chat_request, service.config, service.tools)
     info = invocation_info(request.headers)
+    REQUEST_ID.set(info.request_id)
     context = _context(service, info, caller_id(service, who, request))
-    model = chat_request.model or service.config.default_model
     completion_id = f"chatcmpl-{info.request_id}"
-    events = observed(handle_chat(chat_request, context), service, info)
+    events = observed(handle_chat(chat_request, context, plan), service, info)
     if not completion.stream:
-        try:
-            body_json = await cancel_on_disconnect(
-                request.receive,
-                context.cancel,
-                collect_completion(completion, events, completion_id, model),
-            )
-        except HttpError as exc:
-            return error_response(exc)
+        body_json = await cancel_on_disconnect(
+            request.receive,
+            context.cancel,
+            collect_completion(completion, events, completion_id, plan.model),
+        )
         return JSONResponse(body_json)
-    frames = CompletionStream(completion, completion_id, model, context.cancel).frames(events)
+    frames = CompletionStream(completion, completion_id, plan.model, context.cancel).frames(events)
     headers = {**_STREAM_HEADERS, "x-request-id": info.request_id}
     return EventStreamResponse(frames, context.cancel, headers)
 
@@ -427,10 +419,7 @@ async def chat_completions(request: Request) -> Response:
 async def list_models(request: Request) -> Response:
     """``GET /v1/models``: what OpenAI-style chat UIs offer in their model picker."""
     service = _service(request)
-    try:
-        authenticate(service, request)
-    except HttpError as exc:
-        return error_response(exc)
+    authenticate(service, request)
     config = service.config
     names = [config.default_model, *(m for m in config.allowed_models or () if "*" not in m)]
     data = [
@@ -464,6 +453,22 @@ async def index(request: Request) -> Response:
     return FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
 
 
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Every route's HttpError, in the one error shape, with the error's own headers.
+
+    Errors from ``/v1/chat/completions`` also follow the OpenAI face's retry policy
+    (``openai_api.refusal``: ``x-should-retry: false`` where a retry cannot help); the run's
+    own errors carry their policy already, and ``refusal`` leaves them as they are.
+    """
+    if not isinstance(exc, HttpError):  # registered for HttpError only
+        raise exc
+    if request.scope.get("endpoint") is chat_completions:
+        from agentloop.openai_api import refusal
+
+        exc = refusal(exc)
+    return error_response(exc)
+
+
 async def not_found(request: Request, exc: Exception) -> Response:
     return error_response(HttpError(404, "not_found", f"no route for {request.url.path}"))
 
@@ -480,28 +485,32 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    service: ChatService | None = None, *, cors_origins: Sequence[str] | None = None
+    service: ChatService | None = None,
+    *,
+    cors_origins: Sequence[str] | None = None,
+    settings: AppSettings | None = None,
 ) -> Starlette:
-    """The ASGI app; with no ``service``, one is built from the environment at start-up."""
+    """The ASGI app; with no ``service``, one is built from the environment at start-up.
+
+    The environment is read once, here (``settings``, unless given); a bad value raises
+    ConfigurationError naming the variable.
+    """
+    settings = settings or AppSettings.from_env()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if getattr(app.state, "service", None) is None:
-            configure_logging()
+            configure_logging(settings)
             try:
-                app.state.service = service_from_env()
+                app.state.service = service_from_env(settings)
             except ConfigurationError as exc:
                 logger.error("configuration error: %s", exc)
                 raise
         logger.info(describe_hosts(allowed_hosts))
         yield
 
-    origins = cors_origins
-    if origins is None:
-        raw = os.environ.get("AGENTLOOP_CORS_ORIGINS", "")
-        origins = [o.strip() for o in raw.split(",") if o.strip()]
-    # Read when the app is made: off on Lambda unless AGENTLOOP_ALLOWED_HOSTS is set.
-    allowed_hosts = allowed_hosts_from_env(os.environ)
+    origins = settings.cors_origins if cors_origins is None else cors_origins
+    allowed_hosts = settings.host_check()  # off on Lambda unless AGENTLOOP_ALLOWED_HOSTS is set
     middleware = []
     if allowed_hosts is not None:  # first, so a refused request reaches nothing else
         middleware.append(Middleware(HostCheckMiddleware, allowed=allowed_hosts))
@@ -524,31 +533,16 @@ def create_app(
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],
         middleware=middleware,
-        exception_handlers={404: not_found, 405: method_not_allowed, 500: internal_error},
+        exception_handlers={
+            HttpError: http_error,
+            404: not_found,
+            405: method_not_allowed,
+            500: internal_error,
+        },
         lifespan=lifespan,
     )
     app.state.service = service
     return app
-
-
-_QUIET_LOGGERS = ("httpx", "httpcore", "openai", "groq")
-"""HTTP clients log request URLs at INFO, and a search URL carries the user's words."""
-
-
-def configure_logging() -> None:
-    """JSON logs through Powertools on Lambda; plain logs elsewhere."""
-    for name in _QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
-    if not os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
-        logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
-        return
-    from aws_lambda_powertools import Logger
-
-    powertools = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "agentloop-chat"))
-    root = logging.getLogger("agentloop")
-    root.handlers = powertools.handlers
-    root.setLevel(powertools.log_level)
-    root.propagate = False
 
 
 app = create_app()

@@ -141,8 +141,16 @@ def parse_allowed_hosts(raw: str) -> tuple[str, ...]:
 
 def allowed_hosts_from_env(environ: Mapping[str, str]) -> AllowedHosts | None:
     """The names to accept, or None for no check (on Lambda, unless the variable is set)."""
-    configured = parse_allowed_hosts(environ.get(ENV_VAR, ""))
-    if environ.get("AWS_LAMBDA_FUNCTION_NAME") and not configured:
+    return allowed_hosts_for(
+        parse_allowed_hosts(environ.get(ENV_VAR, "")),
+        on_lambda=bool(environ.get("AWS_LAMBDA_FUNCTION_NAME")),
+    )
+
+
+def allowed_hosts_for(configured: tuple[str, ...], *, on_lambda: bool) -> AllowedHosts | None:
+    """The loopback names and ``configured`` (parsed already); None on Lambda with none set:
+    there the Function URL's name is not known in advance."""
+    if on_lambda and not configured:
         return None
     return AllowedHosts(names=tuple(dict.fromkeys((*LOOPBACK_HOSTS, *configured))))
 

@@ -21,11 +21,11 @@ from typing import Any, NoReturn, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from agentloop.chat import check_model_allowed
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.limits import Deadline
 from agentloop.models import ChatRequest
-from agentloop.tools.registry import ToolRegistry, UnknownToolError
+from agentloop.plan import PlanError, RunPlan, plan_run
+from agentloop.tools.registry import ToolRegistry
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -286,32 +286,20 @@ def validate_model(model: type[M], raw: Any) -> M:
         ) from exc
 
 
-def check_model_and_tools(request: ChatRequest, config: AgentConfig, tools: ToolRegistry) -> None:
-    """422 for a model or tool the server will not run, before any streaming starts."""
+def plan_request(request: ChatRequest, config: AgentConfig, tools: ToolRegistry) -> RunPlan:
+    """The run's plan, or a 422 naming the model or tools the server will not run."""
     try:
-        check_model_allowed(request.model or config.default_model, config)
-    except ConfigurationError as exc:
-        raise HttpError(422, "invalid_model", str(exc), param="model") from exc
-    try:
-        tools.select(request.tools if request.tools is not None else config.default_tools)
-    except UnknownToolError as exc:
-        raise HttpError(422, "invalid_tools", str(exc), param="tools") from exc
+        return plan_run(request, config, tools)
+    except PlanError as exc:
+        kind = "invalid_model" if exc.param == "model" else "invalid_tools"
+        raise HttpError(422, kind, exc.message, param=exc.param) from exc
 
 
-def parse_chat_request(
-    body: bytes,
-    content_type: str | None,
-    *,
-    config: AgentConfig,
-    tools: ToolRegistry,
-    limits: RequestLimits,
-) -> ChatRequest:
+def parse_chat_request(body: bytes, content_type: str | None, limits: RequestLimits) -> ChatRequest:
     """A ``POST /chat`` body to a validated :class:`ChatRequest`, or an :class:`HttpError`."""
     raw = read_json(body, content_type, limits)
     check_message_limits(raw, limits)
-    request = validate_model(ChatRequest, raw)
-    check_model_and_tools(request, config, tools)
-    return request
+    return validate_model(ChatRequest, raw)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 
 from agentloop.tools.base import Tool
-from agentloop.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -26,11 +25,3 @@ def builtin_tools() -> list[Tool]:
     except IsolationUnavailable as exc:
         logger.warning("execute_code is off: %s", exc)
     return tools
-
-
-def default_registry() -> ToolRegistry:
-    """Kept for callers of the old name (functions/chat/chat_app.py); it is built one layer
-    up, in :mod:`agentloop.defaults`, the layer that may import ``ask_llm``."""
-    from agentloop.defaults import default_registry as build
-
-    return build()
