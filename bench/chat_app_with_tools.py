@@ -7,11 +7,13 @@ app (its default tools, auth from the environment, logging) is what ``chat_app:a
 
 from __future__ import annotations
 
+from agentloop.app_settings import AppSettings, configure_logging
 from bench.agentloop_tools import TOOLS
-from chat_app import configure_logging, create_app, service_from_env
+from chat_app import create_app, service_from_env
 
-configure_logging()
-service = service_from_env()
+settings = AppSettings.from_env()
+configure_logging(settings)
+service = service_from_env(settings)
 for item in TOOLS:
     service.tools.add(item)
 app = create_app(service)

@@ -142,7 +142,7 @@ def http_get_ok(port: int, path: str) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
             sock.sendall(
-                f"GET {path} HTTP/1.1\r\nhost: bench\r\nconnection: close\r\n\r\n".encode()
+                f"GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n".encode()
             )
             return sock.recv(64).startswith(b"HTTP/1.1 200")
     except OSError:
