@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentloop.chat import ChatContext, collect  # noqa: E402
+from agentloop.chat import AgentSetup, ChatContext, collect  # noqa: E402
 from agentloop.config import AgentConfig  # noqa: E402
 from agentloop.models import ChatRequest, UserMessage  # noqa: E402
 from agentloop.tools.registry import ToolRegistry  # noqa: E402
@@ -51,7 +51,7 @@ async def run_once(compaction: bool) -> Outcome:
         tool_result_max_chars=RESULT_CHARS + 200,
         deadline_reserve_s=0,
     )
-    context = ChatContext(config=config, tools=ToolRegistry([big]))
+    context = ChatContext(setup=AgentSetup(config=config, tools=ToolRegistry([big])))
     request = ChatRequest(
         messages=[UserMessage(content="Read every document.")],
         model="groq:llama-3.3-70b-versatile",

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from jsonschema import Draft202012Validator
 
-from agentloop.chat import ChatContext, handle_chat
+from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig
 from agentloop.events import (
     Done,
@@ -110,7 +110,7 @@ async def run_chat(
     if "tools" not in fields:
         fields["tools"] = [t.name for t in tool_list]
     request = make_request(prompt, model=model, **fields)
-    ctx = context or ChatContext(config=config, tools=ToolRegistry(tool_list))
+    ctx = context or ChatContext(setup=AgentSetup(config=config, tools=ToolRegistry(tool_list)))
     events: list[Event] = []
     async for event in handle_chat(request, ctx):
         validate_event(event)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -28,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from agentloop.app_settings import REQUEST_ID, AppSettings, configure_logging
 from agentloop.auth import AuthError, AuthMode, bearer_auth_from_env
-from agentloop.chat import ChatContext, handle_chat
+from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.defaults import default_registry
 from agentloop.events import Done, Event, ToolCallStart
@@ -73,6 +74,11 @@ class ChatService:
     metrics_namespace: str | None = None
     """Where each run's EMF metrics go; None: none are written (AGENTLOOP_METRICS)."""
     on_finish: list[Callable[[Done, InvocationInfo], None]] = field(default_factory=list)
+
+    @functools.cached_property
+    def setup(self) -> AgentSetup:
+        """What every request's context shares (the same object for the life of the app)."""
+        return AgentSetup(config=self.config, tools=self.tools)
 
 
 def _allow_anyone(_: str | None) -> None:
@@ -280,8 +286,7 @@ def _iam_caller(request: Request) -> str | None:
 
 def _context(service: ChatService, info: InvocationInfo, caller: str) -> ChatContext:
     return ChatContext(
-        config=service.config,
-        tools=service.tools,
+        setup=service.setup,
         deadline=info.deadline,
         request_id=info.request_id,
         extras={SANDBOX_TENANT_KEY: caller},

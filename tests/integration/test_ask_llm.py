@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agentloop.ask_llm import ask_llm_tool
-from agentloop.chat import ChatContext, handle_chat
+from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.events import (
     Done,
     SubagentFinish,
@@ -187,7 +187,7 @@ async def test_cancelling_the_top_level_stops_subagents(llm: ScriptedLLM, model:
 
     llm.respond_with(respond)
     tools = ToolRegistry([ask_llm_tool(), sleeper([])])
-    context = ChatContext(config=TEST_CONFIG, tools=tools)
+    context = ChatContext(setup=AgentSetup(config=TEST_CONFIG, tools=tools))
     request = make_request(TOP, model=model, tools=["ask_llm", "sleep"])
 
     events = []

@@ -9,11 +9,14 @@ import asyncio
 import json
 
 import pytest
+from pydantic import BaseModel
 
-from agentloop.chat import ChatContext, handle_chat
+from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig
 from agentloop.events import Done, ErrorEvent, Notice, TextDelta, ToolCallStart, TurnStart
+from agentloop.logs import REQUEST_ID
 from agentloop.models import AssistantMessage, ToolMessage, UserMessage
+from agentloop.tools.base import ToolContext, tool
 from agentloop.tools.registry import ToolRegistry
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, ToolCallSpec, call
 from tests.helpers import TEST_CONFIG, make_request, run_chat, tool_payload, validate_event
@@ -239,7 +242,7 @@ async def test_budget_too_small_for_any_call_still_answers(llm: ScriptedLLM, mod
 async def test_cancel_during_tool_round_keeps_results(llm: ScriptedLLM, model: str) -> None:
     log: list[tuple[str, str]] = []
     llm.script(Reply(tool_calls=[call("sleep", label="work", seconds=0.2)]))
-    context = ChatContext(config=TEST_CONFIG, tools=ToolRegistry([sleeper(log)]))
+    context = ChatContext(setup=AgentSetup(config=TEST_CONFIG, tools=ToolRegistry([sleeper(log)])))
     request = make_request("Work.", model=model, tools=["sleep"])
 
     events = []
@@ -264,7 +267,7 @@ async def test_cancel_during_tool_round_keeps_results(llm: ScriptedLLM, model: s
 
 async def test_cancel_while_streaming_stops_the_model_call(llm: ScriptedLLM, model: str) -> None:
     llm.script(Reply(text=" ".join(f"word{i}" for i in range(200)), chunk_delay=0.02))
-    context = ChatContext(config=TEST_CONFIG)
+    context = ChatContext(setup=AgentSetup(config=TEST_CONFIG))
     events = []
     async for event in handle_chat(make_request("Talk.", model=model, tools=[]), context):
         events.append(event)
@@ -388,8 +391,7 @@ async def test_deadline_stops_before_a_new_turn(llm: ScriptedLLM, model: str) ->
     llm.script(Reply(tool_calls=[call("until_deadline", margin_s=2.9)]))
     llm.respond_with(lambda req: Reply(text="Answer under time pressure."))
     context = ChatContext(
-        config=config,
-        tools=ToolRegistry([until_deadline]),
+        setup=AgentSetup(config=config, tools=ToolRegistry([until_deadline])),
         deadline=Deadline.after(6.0),
     )
 
@@ -431,3 +433,33 @@ async def test_an_internal_error_still_ends_with_a_valid_history(
     assert result.of(ErrorEvent)[0].code == "internal"
     history = [UserMessage(content="Go."), *result.done.messages, UserMessage(content="again")]
     make_request(history, model=model)  # a valid conversation: every call has its result
+
+
+class _NoArgs(BaseModel):
+    pass
+
+
+_SEEN_REQUEST_IDS: list[str | None] = []
+
+
+@tool(name="whoami", description="Says which request it runs for.")
+async def _whoami(args: _NoArgs, ctx: ToolContext) -> str:
+    _SEEN_REQUEST_IDS.append(REQUEST_ID.get())
+    return "ok"
+
+
+async def test_a_run_s_request_id_reaches_its_tools_and_log_lines(
+    llm: ScriptedLLM, model: str
+) -> None:
+    """ChatContext.request_id is what the run's log lines carry (agentloop.logs.REQUEST_ID),
+    for runs without the chat app too: a research job, the CLI."""
+    _SEEN_REQUEST_IDS.clear()
+    llm.script(Reply(tool_calls=[call("whoami")]), Reply(text="Done."))
+    context = ChatContext(
+        setup=AgentSetup(config=TEST_CONFIG, tools=ToolRegistry([_whoami])), request_id="job-7:1"
+    )
+
+    await run_chat("Who?", model=model, context=context, tools=[_whoami])
+
+    assert _SEEN_REQUEST_IDS == ["job-7:1"]
+    assert REQUEST_ID.get() is None  # set in the run's own task, not the caller's

@@ -296,13 +296,15 @@ def test_report_the_worst_deadline_margin(capsys: pytest.CaptureFixture[str]) ->
 async def test_a_turn_cut_by_the_deadline_keeps_what_was_streamed(
     llm: ScriptedLLM, model: str
 ) -> None:
-    from agentloop.chat import ChatContext
+    from agentloop.chat import AgentSetup, ChatContext
     from agentloop.limits import Deadline
     from agentloop.tools.registry import ToolRegistry
 
     llm.script(Reply(tool_calls=[call("echo", text="x")]), Reply(text=TRICKLE, chunk_delay=0.05))
     config = AgentConfig(**{**TEST_CONFIG.model_dump(), "deadline_reserve_s": 0.5})
-    context = ChatContext(config=config, tools=ToolRegistry([echo]), deadline=Deadline.after(2.0))
+    context = ChatContext(
+        setup=AgentSetup(config=config, tools=ToolRegistry([echo])), deadline=Deadline.after(2.0)
+    )
 
     result = await run_chat("Go.", model=model, tools=[echo], context=context)
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agentloop.chat import ChatContext
+from agentloop.chat import AgentSetup, ChatContext
 from agentloop.events import ErrorEvent, ModelSwitched, Notice, TextDelta, TextReset
 from agentloop.limits import Deadline
 from agentloop.loop import CUT_RETRIES
@@ -95,7 +95,7 @@ async def test_remembered_rate_limit_skips_an_exhausted_model(llm: ScriptedLLM) 
 async def test_no_retry_that_would_pass_the_deadline(llm: ScriptedLLM, model: str) -> None:
     llm.script(Reply(status=429, headers={"retry-after": "3"}), Reply(text="too late"))
     config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 1.0})
-    context = ChatContext(config=config, deadline=Deadline.after(4.0))
+    context = ChatContext(setup=AgentSetup(config=config), deadline=Deadline.after(4.0))
 
     result = await run_chat("Hi", model=model, context=context, tools=[])
 

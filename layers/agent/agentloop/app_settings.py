@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from contextvars import ContextVar
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,7 +24,7 @@ from agentloop.auth import AUTH_MODE_ENV, TOKEN_HASHES_ENV, AuthMode, auth_mode_
 from agentloop.config import ConfigurationError
 from agentloop.host_check import AllowedHosts, allowed_hosts_for, parse_allowed_hosts
 from agentloop.http_api import RequestLimits
-from agentloop.logs import quiet_request_loggers
+from agentloop.logs import REQUEST_ID, quiet_request_loggers
 from agentloop.secret_store import SECRET_ID_ENV
 
 METRICS_ENV = "AGENTLOOP_METRICS"
@@ -114,9 +113,6 @@ def _metrics_on(raw: str | None, *, on_lambda: bool) -> bool:
 
 
 # -- logging -----------------------------------------------------------------------------------
-
-REQUEST_ID: ContextVar[str | None] = ContextVar("agentloop_request_id", default=None)
-"""The id of the request being handled; each request runs in its own task, hence context."""
 
 
 class RequestIdFilter(logging.Filter):

@@ -86,7 +86,7 @@ async def _ask(args: AskArgs, ctx: ToolContext) -> Any:
 async def _run_subagent(
     query: str, budget: TokenBudget, depth: int, ctx: ToolContext, runs: NestedRuns
 ) -> dict[str, Any]:
-    from agentloop.chat import ChatContext, handle_chat  # the outer layer; imported at use
+    from agentloop.chat import AgentSetup, ChatContext, handle_chat  # outer layer: at use
 
     run, forward = runs.run, runs.forward
     run_id = uuid.uuid4().hex[:16]
@@ -107,8 +107,7 @@ async def _run_subagent(
         max_iterations=run.config.subagent_max_iterations,
     )
     context = ChatContext(
-        config=run.config,
-        tools=run.registry,
+        setup=AgentSetup(config=run.config, tools=run.registry, model_factory=run.model_factory),
         deadline=ctx.deadline,
         cancel=ctx.cancel,
         budget=budget,
@@ -116,7 +115,6 @@ async def _run_subagent(
         parent_call_id=ctx.call_id,
         extras=ctx.extras,
         run_id=run_id,
-        model_factory=run.model_factory,
     )
     done: Done | None = None
     async for event in handle_chat(request, context):

@@ -28,6 +28,7 @@ from agentloop.limits import CancelToken, Deadline, LambdaContextLike, TokenBudg
 from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, TextSink
 from agentloop.llm.registry import get_model
 from agentloop.llm.resilient import ResilientModel, RetryPolicy
+from agentloop.logs import REQUEST_ID
 from agentloop.loop import AgentLoop, Emitter, RunLimits
 from agentloop.models import ChatRequest
 from agentloop.plan import PlanError, RunPlan, check_model_allowed, plan_run
@@ -37,25 +38,48 @@ from agentloop.tools.registry import ToolRegistry
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class ChatContext:
-    """Everything a run needs besides the request: settings, tools and shared limits.
+@dataclass(frozen=True)
+class AgentSetup:
+    """What every request of a process shares: settings, the tool registry, the models.
 
-    A nested run (``ask_llm``) gets a copy with ``depth + 1`` and the *same* budget,
-    deadline and cancel token objects as its parent.
+    Built once per process (per Lambda container) and pointed at by each request's context.
     """
 
     config: AgentConfig = field(default_factory=AgentConfig.from_env)
     tools: ToolRegistry = field(default_factory=ToolRegistry)
+    model_factory: Callable[[str], ChatModel] = get_model
+
+
+@dataclass
+class ChatContext:
+    """One request's run: the process's setup, and the limits and identity of this request.
+
+    A nested run (``ask_llm``) gets a context with ``depth + 1`` and the *same* budget,
+    deadline and cancel token objects as its parent. ``request_id`` tags every log line of the
+    run (:data:`agentloop.logs.REQUEST_ID`).
+    """
+
+    setup: AgentSetup = field(default_factory=AgentSetup)
     deadline: Deadline = field(default_factory=Deadline)
     cancel: CancelToken = field(default_factory=CancelToken)
     budget: TokenBudget | None = None
     depth: int = 0
     parent_call_id: str | None = None
     request_id: str | None = None
-    model_factory: Callable[[str], ChatModel] = get_model
     extras: dict[str, Any] = field(default_factory=dict)
     run_id: str | None = None
+
+    @property
+    def config(self) -> AgentConfig:
+        return self.setup.config
+
+    @property
+    def tools(self) -> ToolRegistry:
+        return self.setup.tools
+
+    @property
+    def model_factory(self) -> Callable[[str], ChatModel]:
+        return self.setup.model_factory
 
     @classmethod
     def for_lambda(cls, lambda_context: LambdaContextLike, **kwargs: Any) -> ChatContext:
@@ -97,6 +121,8 @@ async def handle_chat(
 async def _produce(
     request: ChatRequest, context: ChatContext, emit: Emitter, plan: RunPlan | None
 ) -> None:
+    if context.request_id is not None:  # this task's context: the run's tasks inherit it
+        REQUEST_ID.set(context.request_id)
     try:
         plan = plan or plan_run(request, context.config, context.tools)
         loop = _prepare(plan, request, context, emit)

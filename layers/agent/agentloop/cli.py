@@ -11,7 +11,7 @@ import asyncio
 import sys
 from typing import TextIO
 
-from agentloop.chat import ChatContext, handle_chat
+from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.defaults import default_registry
 from agentloop.events import (
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    context = ChatContext(config=config, tools=default_registry())
+    context = ChatContext(setup=AgentSetup(config=config, tools=default_registry()))
     done = asyncio.run(_stream(request, context, sys.stdout, sys.stderr))
     return 0 if done.stop_reason != "error" else 1
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agentloop.chat import ChatContext, handle_chat
+from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig
 from agentloop.events import Event
 from agentloop.limits import Deadline, LambdaContextLike
@@ -117,10 +117,10 @@ class JobRunner:
             token_budget=job.limits.token_budget,
         )
         context = ChatContext(
-            config=self.config,
-            tools=self.tools,
+            setup=AgentSetup(
+                config=self.config, tools=self.tools, model_factory=self.model_factory
+            ),
             deadline=deadline or Deadline(),
-            model_factory=self.model_factory,
             request_id=f"{job.id}:{message.execution_id}",
             # execute_code's sandbox tenant: each job its own (job ids fit Lambda's TenantId),
             # so code run for one job never shares an execution environment with another's.
