@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import math
 import socket
 import time
 import urllib.error
@@ -23,7 +24,7 @@ from starlette.testclient import TestClient
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import ConfigurationError
 from agentloop.events import Done
-from agentloop.http_api import RequestLimits
+from agentloop.http_api import RequestLimits, invocation_info
 from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, create_app
@@ -154,6 +155,15 @@ def test_a_deep_lambda_context_header_is_ignored(client: TestClient, llm: Script
     response = client.post("/chat", json={"messages": [USER], "model": "groq:m"}, headers=headers)
     assert response.status_code == 200
     assert "event: done" in response.text
+
+
+@pytest.mark.parametrize(
+    "context",
+    ['{"deadline": true}', '{"deadline": "soon"}', '{"deadline": -5}', '{"deadline": 1e999}', "7"],
+)
+def test_a_lambda_context_deadline_that_is_not_a_time_is_no_deadline(context: str) -> None:
+    info = invocation_info({"x-amzn-lambda-context": context})
+    assert info.deadline.remaining() == math.inf
 
 
 # -- over a real socket -----------------------------------------------------------------------

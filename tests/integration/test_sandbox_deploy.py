@@ -200,6 +200,23 @@ def test_iam_callers_are_tenants_by_arn_and_the_adapter_s_context_wins(
     assert tenants[0] == lambda_tenant_id(f"iam:{alice}")
 
 
+@pytest.mark.parametrize(
+    "header", ["[" * 10_000, "not json", '{"authorizer": {"iam": {"userArn": 7}}}', '"\\ud800"']
+)
+def test_a_hostile_request_context_is_an_unknown_iam_caller(
+    llm: ScriptedLLM, per_tenant_api: FakeLambda, header: str
+) -> None:
+    """Locally anyone can send this header: bounded like a body, never a 500."""
+    llm.respond_with(run_code_then_answer)
+    service = chat_service(per_tenant_api, "iam")
+
+    with TestClient(create_app(service), base_url=LOCAL) as client:
+        chat(client, "groq:m", **{"x-amzn-request-context": header})
+
+    [invocation] = per_tenant_api.invocations
+    assert invocation.tenant == lambda_tenant_id("iam:unknown")
+
+
 def test_without_auth_every_caller_is_one_anonymous_tenant(
     llm: ScriptedLLM, per_tenant_api: FakeLambda
 ) -> None:

@@ -32,8 +32,9 @@ import pytest
 
 from agentloop.sandbox import SandboxLimits, run_python
 from agentloop.sandbox.isolation import IsolationUnavailable, _prefixes, namespaces
-from agentloop.sandbox.service import DISCARD_EXIT_STATUS
+from agentloop.sandbox.service import DISCARD_EXIT_STATUS, _uid_processes
 from tests.fakes.sandbox_jail import Driver, jail_available
+from tests.integration.test_sandbox_attacks import processes_mentioning
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
@@ -58,32 +59,8 @@ Run = Callable[..., dict[str, Any]]
 
 
 def uid_processes(uid: int) -> list[int]:
-    """Live processes of real uid ``uid`` (zombies whose threads run count as live)."""
-    from agentloop.sandbox._supervisor import is_alive, process_table
-
-    found = []
-    for pid, (_, state, _) in process_table().items():
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                line = next(x for x in f if x.startswith("Uid:"))
-        except (OSError, StopIteration):
-            continue
-        if int(line.split()[1]) == uid and is_alive(pid, state):
-            found.append(pid)
-    return found
-
-
-def processes_mentioning(marker: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(name))
-            except OSError:
-                continue
-    return found
+    """Live processes of real uid ``uid``, as the sandbox handler's own check sees them."""
+    return sorted(pid for pid, _ in _uid_processes(uid))
 
 
 def run_cgroups() -> list[str]:

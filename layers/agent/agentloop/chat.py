@@ -31,7 +31,7 @@ from agentloop.llm.resilient import ResilientModel, RetryPolicy
 from agentloop.logs import REQUEST_ID
 from agentloop.loop import AgentLoop, Emitter, RunLimits
 from agentloop.models import ChatRequest
-from agentloop.plan import PlanError, RunPlan, check_model_allowed, plan_run
+from agentloop.plan import PlanError, RunPlan, check_model_allowed, clamped_limits, plan_run
 from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry
 
@@ -149,8 +149,7 @@ def _refusing_loop(request: ChatRequest, context: ChatContext, emit: Emitter) ->
     """A loop that only ends the run, so a refusal's ``done`` is built like every other."""
     config = context.config
     budget = context.budget or TokenBudget(
-        min(request.token_budget or config.token_budget, config.token_budget_cap),
-        final_reserve=config.final_answer_reserve,
+        clamped_limits(request, config)[1], final_reserve=config.final_answer_reserve
     )
     return AgentLoop(
         model=_NoModel(),

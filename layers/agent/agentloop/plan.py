@@ -48,6 +48,14 @@ def check_model_allowed(spec: str, config: AgentConfig) -> None:
         raise ConfigurationError(f"model {spec!r} is not allowed here (allowed: {list(allowed)})")
 
 
+def clamped_limits(request: ChatRequest, config: AgentConfig) -> tuple[int, int]:
+    """``(max_iterations, token_budget)``: the request's, or the defaults, within the caps."""
+    return (
+        min(request.max_iterations or config.max_iterations, config.max_iterations_cap),
+        min(request.token_budget or config.token_budget, config.token_budget_cap),
+    )
+
+
 def plan_run(request: ChatRequest, config: AgentConfig, registry: ToolRegistry) -> RunPlan:
     """The plan for ``request`` on a server with ``config`` and ``registry``, or PlanError."""
     spec = request.model or config.default_model
@@ -61,11 +69,5 @@ def plan_run(request: ChatRequest, config: AgentConfig, registry: ToolRegistry) 
         )
     except UnknownToolError as exc:
         raise PlanError(str(exc), "tools") from exc
-    return RunPlan(
-        model=spec,
-        tools=tools,
-        max_iterations=min(
-            request.max_iterations or config.max_iterations, config.max_iterations_cap
-        ),
-        token_budget=min(request.token_budget or config.token_budget, config.token_budget_cap),
-    )
+    max_iterations, token_budget = clamped_limits(request, config)
+    return RunPlan(spec, tools, max_iterations, token_budget)

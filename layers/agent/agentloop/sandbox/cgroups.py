@@ -10,6 +10,8 @@ hierarchies) or v2 (a child of this process's cgroup with both controllers). Els
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import secrets
 import signal
@@ -20,6 +22,7 @@ from pathlib import Path
 REMOVE_WAIT_S = 2.0
 
 
+@functools.cache
 def _mounts() -> dict[str, Path]:
     """Mount points by controller (``memory``, ``pids``) for v1, and ``"2"`` for cgroup2."""
     found: dict[str, Path] = {}
@@ -42,6 +45,7 @@ def _mounts() -> dict[str, Path]:
     return found
 
 
+@functools.cache
 def _own_paths() -> dict[str, str]:
     """This process's cgroup path by controller (v1) and ``"2"`` (the unified hierarchy)."""
     paths: dict[str, str] = {}
@@ -158,8 +162,16 @@ def _create_v2(mount: Path, own: str, memory: int, tasks: int) -> RunCgroup:
     return group
 
 
+_DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)
+_denied = False
+"""Set once this process was refused a cgroup: it will be refused again, so runs stop asking."""
+
+
 def create(memory_bytes: int, max_tasks: int) -> RunCgroup | None:
     """A new cgroup capping memory and tasks, or None where this process cannot make one."""
+    global _denied
+    if _denied:
+        return None
     mounts = _mounts()
     own = _own_paths()
     try:
@@ -167,6 +179,7 @@ def create(memory_bytes: int, max_tasks: int) -> RunCgroup | None:
             return _create_v1(mounts, own, memory_bytes, max_tasks)
         if "2" in mounts and "2" in own:
             return _create_v2(mounts["2"], own["2"], memory_bytes, max_tasks)
-    except OSError:
+    except OSError as exc:
+        _denied = exc.errno in _DENIED
         return None
     return None

@@ -123,16 +123,23 @@ def _system_view(extra: Iterable[str]) -> list[str]:
     return args
 
 
-def code_env() -> dict[str, str]:
-    """The program's whole environment inside the namespaces: fixed values only."""
+def fixed_env(home: str, tmp: str) -> dict[str, str]:
+    """A program's whole environment: fixed values only, nothing inherited to find."""
     return {
         "PATH": "/usr/bin:/bin",
         "LANG": "C.UTF-8",
-        "HOME": SANDBOX_DIR,
-        "TMPDIR": "/tmp",
+        "HOME": home,
+        "TMPDIR": tmp,
         "PYTHONDONTWRITEBYTECODE": "1",
+        # glibc reserves 64 MB of address space per thread arena: with RLIMIT_AS that would
+        # leave room for a handful of threads. Two arenas keep the limit about real memory.
         "MALLOC_ARENA_MAX": "2",
     }
+
+
+def code_env() -> dict[str, str]:
+    """The program's environment inside the namespaces."""
+    return fixed_env(SANDBOX_DIR, "/tmp")
 
 
 def namespace_argv(

@@ -40,7 +40,7 @@ from typing import Any
 
 from agentloop.sandbox import _supervisor, cgroups, seccomp
 from agentloop.sandbox.files import remove_tree
-from agentloop.sandbox.isolation import Isolation, interpreter, namespace_argv
+from agentloop.sandbox.isolation import Isolation, fixed_env, interpreter, namespace_argv
 from agentloop.sandbox.models import RunOutcome, SandboxLimits
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
@@ -68,18 +68,8 @@ class SandboxError(Exception):
 
 
 def scrubbed_env(workdir: str) -> dict[str, str]:
-    """The code's whole environment: nothing inherited, so no credentials to find."""
-    return {
-        "PATH": "/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "HOME": workdir,
-        # tempfile then writes inside the work dir, which is removed afterwards.
-        "TMPDIR": workdir,
-        "PYTHONDONTWRITEBYTECODE": "1",
-        # glibc reserves 64 MB of address space per thread arena: with RLIMIT_AS that would
-        # leave room for a handful of threads. Two arenas keep the limit about real memory.
-        "MALLOC_ARENA_MAX": "2",
-    }
+    """The code's whole environment; tempfile writes inside the work dir, removed afterwards."""
+    return fixed_env(workdir, workdir)
 
 
 class _Capture:

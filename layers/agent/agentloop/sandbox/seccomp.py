@@ -15,6 +15,7 @@ The program is classic BPF, built here as bytes: the supervisor installs it with
 
 from __future__ import annotations
 
+import functools
 import platform
 import struct
 
@@ -90,6 +91,7 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+@functools.cache
 def program(machine: str | None = None) -> bytes | None:
     """The filter for ``machine`` (default: this one) as ``struct sock_filter[]`` bytes."""
     arch = _ARCHES.get(machine or platform.machine())
