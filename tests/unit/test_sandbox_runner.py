@@ -10,8 +10,9 @@ import pytest
 from agentloop.config import ConfigurationError
 from agentloop.sandbox import SandboxLimits, run_python
 from agentloop.sandbox._supervisor import descendants, process_table
+from agentloop.sandbox.files import empty_dir
 from agentloop.sandbox.runner import _Capture, scrubbed_env
-from agentloop.sandbox.service import SandboxHost, _empty_dir, handle_sandbox_event
+from agentloop.sandbox.service import SandboxHost, handle_sandbox_event
 from agentloop.sandbox.settings import SandboxSettings
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
@@ -244,7 +245,7 @@ def test_emptying_the_temp_dir_removes_even_locked_entries(tmp_path: Path) -> No
     target.write_text("not in the temp dir")
     (wipe / "link").symlink_to(target)
 
-    _empty_dir(str(wipe))
+    empty_dir(str(wipe))
 
     assert list(wipe.iterdir()) == []
     assert target.read_text() == "not in the temp dir"  # the link went, not what it named

@@ -16,7 +16,7 @@ import ipaddress
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,14 +137,6 @@ def parse_allowed_hosts(raw: str) -> tuple[str, ...]:
                 )
         names.append(name)
     return tuple(names)
-
-
-def allowed_hosts_from_env(environ: Mapping[str, str]) -> AllowedHosts | None:
-    """The names to accept, or None for no check (on Lambda, unless the variable is set)."""
-    return allowed_hosts_for(
-        parse_allowed_hosts(environ.get(ENV_VAR, "")),
-        on_lambda=bool(environ.get("AWS_LAMBDA_FUNCTION_NAME")),
-    )
 
 
 def allowed_hosts_for(configured: tuple[str, ...], *, on_lambda: bool) -> AllowedHosts | None:

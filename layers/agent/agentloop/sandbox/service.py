@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from agentloop.sandbox import _supervisor
-from agentloop.sandbox.files import empty_dir as _empty_dir  # the tests import this name
+from agentloop.sandbox.files import empty_dir
 from agentloop.sandbox.models import SandboxLimits, SandboxRequest, SandboxResponse
 from agentloop.sandbox.runner import SandboxError, run_python
 
@@ -135,7 +135,7 @@ class SandboxHost:
             if left:
                 self.discard(f"{len(left)} left after the run: {', '.join(left[:5])}")
         if self.wipe_dir:
-            _empty_dir(self.wipe_dir)
+            empty_dir(self.wipe_dir)
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:
