@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install the project with its dev tools
 
-test: $(STAMP) chromium bwrap ## run every test (Chromium and bubblewrap are installed as root)
+test: $(STAMP) chromium bwrap node-clients ## run every test (Chromium and bubblewrap are installed as root)
 	$(BIN)/python -m pytest
 
 # ---- code isolation: execute_code runs local programs under bubblewrap (Debian's bubblewrap,
@@ -34,6 +34,20 @@ bwrap: ## make sure bubblewrap is there for execute_code's isolation (apt-get in
 	fi
 	@command -v bwrap >/dev/null 2>&1 || echo "note: bubblewrap (bwrap) is not installed: \
 	execute_code's isolation tests will skip, and make dev will not offer execute_code"
+
+# ---- client libraries: the protocol faces are tested with the real JavaScript clients (the
+# `ai` package, @ai-sdk/react, @ag-ui/client, esbuild for the React page), run by the
+# machine's Node.js (20 or later). npm ci installs exactly tests/node/package-lock.json (about
+# 65 MB) into tests/node/node_modules; it runs again only when the lockfile changes.
+NODE_CLIENTS := tests/node/node_modules/.package-lock.json
+.PHONY: node-clients
+node-clients: $(NODE_CLIENTS) ## install the pinned JavaScript clients the face tests drive
+
+$(NODE_CLIENTS): tests/node/package-lock.json tests/node/package.json
+	@command -v npm >/dev/null 2>&1 || { echo "error: the face tests need Node.js 20+ and npm \
+	(on Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # ---- browser tests: tests/e2e drive Debian's Chromium through Playwright for Python --------
 # Playwright's own browser download is never used; Chromium comes from Debian's packages

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -40,16 +40,17 @@ from agentloop.http_api import (
     RequestLimits,
     check_message_limits,
     invocation_info,
-    parse_chat_request,
     parse_json,
     plan_request,
     read_json,
     validate_model,
 )
 from agentloop.limits import CancelToken
+from agentloop.models import ChatRequest
+from agentloop.plan import RunPlan
 from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.secret_store import load_provider_keys, read_secret
-from agentloop.sse import sse_frames
+from agentloop.sse import heartbeat, sse_frames
 from agentloop.tools.execute_code import execute_code_mode
 from agentloop.tools.registry import ToolRegistry
 
@@ -349,19 +350,61 @@ def _service(request: Request) -> ChatService:
     return service
 
 
-async def chat(request: Request) -> Response:
-    """``POST /chat``: the native protocol, an SSE stream of agent events."""
-    service = _service(request)
+@dataclass
+class StartedRun:
+    """A planned run whose events are ready to be translated by a face."""
+
+    plan: RunPlan
+    context: ChatContext
+    info: InvocationInfo
+    events: AsyncIterator[Event]
+
+    def stream_headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {**_STREAM_HEADERS, "x-request-id": self.info.request_id, **(extra or {})}
+
+
+async def read_request_json(
+    request: Request, service: ChatService, messages_key: str = "messages"
+) -> tuple[Any, str | None]:
+    """Every face's first steps: who is asking (401), the bounded body (408, 413) as JSON
+    (400), and the message limits on ``raw[messages_key]`` (413)."""
     who = authenticate(service, request)
     body = await read_body(request, service.limits)
-    chat_request = parse_chat_request(body, request.headers.get("content-type"), service.limits)
+    raw = read_json(body, request.headers.get("content-type"), service.limits)
+    check_message_limits(raw, service.limits, messages_key)
+    return raw, who
+
+
+def start_run(
+    request: Request, service: ChatService, who: str | None, chat_request: ChatRequest
+) -> StartedRun:
+    """Plan ``chat_request`` (422) and start its run; every face runs the agent this way."""
     plan = plan_request(chat_request, service.config, service.tools)
     info = invocation_info(request.headers)
     REQUEST_ID.set(info.request_id)
     context = _context(service, info, caller_id(service, who, request))
     events = observed(handle_chat(chat_request, context, plan), service, info)
-    headers = {**_STREAM_HEADERS, "x-request-id": info.request_id}
-    return EventStreamResponse(sse_frames(events, service.heartbeat_s), context.cancel, headers)
+    return StartedRun(plan, context, info, events)
+
+
+def stream_response(
+    run: StartedRun,
+    frames: AsyncIterator[bytes],
+    service: ChatService,
+    headers: dict[str, str] | None = None,
+) -> EventStreamResponse:
+    """A face's frames as a streamed answer: heartbeats, disconnect cancels the run."""
+    return EventStreamResponse(
+        heartbeat(frames, service.heartbeat_s), run.context.cancel, run.stream_headers(headers)
+    )
+
+
+async def chat(request: Request) -> Response:
+    """``POST /chat``: the native protocol, an SSE stream of agent events."""
+    service = _service(request)
+    raw, who = await read_request_json(request, service)
+    run = start_run(request, service, who, validate_model(ChatRequest, raw))
+    return stream_response(run, sse_frames(run.events), service)
 
 
 T = TypeVar("T")
@@ -397,28 +440,63 @@ async def chat_completions(request: Request) -> Response:
     from agentloop.openai_api import CompletionRequest, CompletionStream, collect_completion
 
     service = _service(request)
-    who = authenticate(service, request)
-    body = await read_body(request, service.limits)
-    raw = read_json(body, request.headers.get("content-type"), service.limits)
-    check_message_limits(raw, service.limits)
+    raw, who = await read_request_json(request, service)
     completion = validate_model(CompletionRequest, raw)
-    chat_request = completion.to_chat_request()
-    plan = plan_request(chat_request, service.config, service.tools)
-    info = invocation_info(request.headers)
-    REQUEST_ID.set(info.request_id)
-    context = _context(service, info, caller_id(service, who, request))
-    completion_id = f"chatcmpl-{info.request_id}"
-    events = observed(handle_chat(chat_request, context, plan), service, info)
+    run = start_run(request, service, who, completion.to_chat_request())
+    completion_id = f"chatcmpl-{run.info.request_id}"
     if not completion.stream:
         body_json = await cancel_on_disconnect(
             request.receive,
-            context.cancel,
-            collect_completion(completion, events, completion_id, plan.model),
+            run.context.cancel,
+            collect_completion(completion, run.events, completion_id, run.plan.model),
         )
         return JSONResponse(body_json)
-    frames = CompletionStream(completion, completion_id, plan.model, context.cancel).frames(events)
-    headers = {**_STREAM_HEADERS, "x-request-id": info.request_id}
-    return EventStreamResponse(frames, context.cancel, headers)
+    stream = CompletionStream(completion, completion_id, run.plan.model, run.context.cancel)
+    return stream_response(run, stream.frames(run.events), service)
+
+
+async def ui_message_stream(request: Request) -> Response:
+    """``POST /api/chat``: the AI SDK's UI message stream, for ``useChat``'s default transport."""
+    from agentloop.ui_message_stream import UI_STREAM_HEADERS, UIChatRequest, UIMessageStream
+
+    service = _service(request)
+    raw, who = await read_request_json(request, service)
+    ui_request = validate_model(UIChatRequest, raw)
+    run = start_run(request, service, who, ui_request.to_chat_request())
+    stream = UIMessageStream(ui_request, run.info.request_id, run.context.cancel)
+    return stream_response(run, stream.frames(run.events), service, UI_STREAM_HEADERS)
+
+
+async def ag_ui(request: Request) -> Response:
+    """``POST /ag-ui``: the agent as an AG-UI agent (``RunAgentInput`` in, AG-UI events out)."""
+    from agentloop.ag_ui import AgUiStream, RunAgentInput
+
+    service = _service(request)
+    raw, who = await read_request_json(request, service)
+    run_input = validate_model(RunAgentInput, raw)
+    run = start_run(request, service, who, run_input.to_chat_request())
+    stream = AgUiStream(run_input, run.context.cancel)
+    return stream_response(run, stream.frames(run.events), service)
+
+
+async def responses(request: Request) -> Response:
+    """``POST /v1/responses``: the text-conversation part of OpenAI's Responses API."""
+    from agentloop.responses_api import ResponsesRequest, ResponseStream, collect_response
+
+    service = _service(request)
+    raw, who = await read_request_json(request, service, messages_key="input")
+    responses_request = validate_model(ResponsesRequest, raw)
+    run = start_run(request, service, who, responses_request.to_chat_request())
+    response_id = f"resp_{run.info.request_id}"
+    if not responses_request.stream:
+        body_json = await cancel_on_disconnect(
+            request.receive,
+            run.context.cancel,
+            collect_response(responses_request, run.events, response_id, run.plan.model),
+        )
+        return JSONResponse(body_json)
+    stream = ResponseStream(responses_request, response_id, run.plan.model, run.context.cancel)
+    return stream_response(run, stream.frames(run.events), service)
 
 
 async def list_models(request: Request) -> Response:
@@ -461,13 +539,14 @@ async def index(request: Request) -> Response:
 async def http_error(request: Request, exc: Exception) -> Response:
     """Every route's HttpError, in the one error shape, with the error's own headers.
 
-    Errors from ``/v1/chat/completions`` also follow the OpenAI face's retry policy
-    (``openai_api.refusal``: ``x-should-retry: false`` where a retry cannot help); the run's
+    Errors from ``/v1/chat/completions`` and ``/v1/responses`` also follow the OpenAI face's
+    retry policy (``openai_api.refusal``: ``x-should-retry: false`` where a retry cannot help);
+    the run's
     own errors carry their policy already, and ``refusal`` leaves them as they are.
     """
     if not isinstance(exc, HttpError):  # registered for HttpError only
         raise exc
-    if request.scope.get("endpoint") is chat_completions:
+    if request.scope.get("endpoint") in (chat_completions, responses):
         from agentloop.openai_api import refusal
 
         exc = refusal(exc)
@@ -533,6 +612,9 @@ def create_app(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/chat", chat, methods=["POST"]),
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/api/chat", ui_message_stream, methods=["POST"]),
+            Route("/ag-ui", ag_ui, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/", index, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),

@@ -247,11 +247,12 @@ def _printable(text: str, limit: int = 200) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def check_message_limits(raw: Any, limits: RequestLimits) -> None:
-    """413 for too many or too large messages, before pydantic spends time on them."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("messages"), list):
+def check_message_limits(raw: Any, limits: RequestLimits, key: str = "messages") -> None:
+    """413 for too many or too large messages in ``raw[key]``, before pydantic spends time
+    on them. A message without string ``content`` (parts, input items) is measured whole."""
+    if not isinstance(raw, dict) or not isinstance(raw.get(key), list):
         return  # schema validation reports the shape problem with its field name
-    messages: list[Any] = raw["messages"]
+    messages: list[Any] = raw[key]
     if len(messages) > limits.max_messages:
         raise HttpError(
             413,
@@ -260,14 +261,15 @@ def check_message_limits(raw: Any, limits: RequestLimits) -> None:
             param="messages",
         )
     for index, message in enumerate(messages):
-        content = message.get("content") if isinstance(message, dict) else None
+        has_content = isinstance(message, dict) and "content" in message
+        content = message["content"] if has_content else message
         size = len(content) if isinstance(content, str) else len(json.dumps(content or ""))
         if size > limits.max_message_chars:
             raise HttpError(
                 413,
                 "message_too_large",
-                f"messages[{index}] has {size} characters; the limit is {limits.max_message_chars}",
-                param=f"messages.{index}.content",
+                f"{key}[{index}] has {size} characters; the limit is {limits.max_message_chars}",
+                param=f"{key}.{index}.content" if has_content else f"{key}.{index}",
             )
 
 
@@ -293,13 +295,6 @@ def plan_request(request: ChatRequest, config: AgentConfig, tools: ToolRegistry)
     except PlanError as exc:
         kind = "invalid_model" if exc.param == "model" else "invalid_tools"
         raise HttpError(422, kind, exc.message, param=exc.param) from exc
-
-
-def parse_chat_request(body: bytes, content_type: str | None, limits: RequestLimits) -> ChatRequest:
-    """A ``POST /chat`` body to a validated :class:`ChatRequest`, or an :class:`HttpError`."""
-    raw = read_json(body, content_type, limits)
-    check_message_limits(raw, limits)
-    return validate_model(ChatRequest, raw)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 ``event: <type>`` + ``data: <json>`` per event and a ``: ping`` comment whenever
 nothing was sent for a while, so proxies and browsers keep the connection open
-while a slow tool runs.
+while a slow tool runs. Every face's stream (``/chat``, the OpenAI, AI SDK, AG-UI and
+Responses faces) goes through :func:`heartbeat`; SSE parsers skip comment lines.
 """
 
 from __future__ import annotations
@@ -21,22 +22,37 @@ def encode_event(event: Event) -> bytes:
     return f"event: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
 
 
-async def sse_frames(
-    events: AsyncIterator[Event], heartbeat_s: float = 10.0
-) -> AsyncIterator[bytes]:
-    """Frame ``events`` as SSE, inserting a ping after ``heartbeat_s`` of silence.
+async def _encoded(events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+    try:
+        async for event in events:
+            yield encode_event(event)
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
-    The source is read by a separate task so that waiting for the next event can time
+
+def sse_frames(events: AsyncIterator[Event], heartbeat_s: float = 10.0) -> AsyncIterator[bytes]:
+    """``/chat``'s stream: ``events`` as SSE messages, with heartbeats."""
+    return heartbeat(_encoded(events), heartbeat_s)
+
+
+async def heartbeat(
+    frames: AsyncIterator[bytes], heartbeat_s: float = 10.0
+) -> AsyncIterator[bytes]:
+    """Pass ``frames`` through, inserting a ping after ``heartbeat_s`` of silence.
+
+    The source is read by a separate task so that waiting for the next frame can time
     out without cancelling the source. Closing this generator closes the source, which
-    cancels the run (see :func:`agentloop.chat.handle_chat`).
+    (when it closes its events) cancels the run (see :func:`agentloop.chat.handle_chat`).
     """
-    queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize=256)
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=256)
     failure: list[BaseException] = []
 
     async def pump() -> None:
         try:
-            async for event in events:
-                await queue.put(event)
+            async for frame in frames:
+                await queue.put(frame)
         except Exception as exc:  # handed to the consumer, which re-raises it
             failure.append(exc)
         finally:
@@ -46,13 +62,13 @@ async def sse_frames(
     try:
         while True:
             try:
-                event = await asyncio.wait_for(queue.get(), heartbeat_s)
+                frame = await asyncio.wait_for(queue.get(), heartbeat_s)
             except TimeoutError:
                 yield PING
                 continue
-            if event is None:
+            if frame is None:
                 break
-            yield encode_event(event)
+            yield frame
         if failure:
             raise failure[0]
     finally:
@@ -60,6 +76,6 @@ async def sse_frames(
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-        aclose = getattr(events, "aclose", None)
+        aclose = getattr(frames, "aclose", None)
         if aclose is not None:
             await aclose()
