@@ -570,6 +570,7 @@
     configuration: "Configuration error",
     invalid_request: "Invalid request",
     provider: "Model provider error",
+    invalid_output: "Answer did not match the requested format",
     internal: "Internal error",
   };
 

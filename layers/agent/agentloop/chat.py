@@ -193,6 +193,8 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
         emit=emit,
         conversation=list(request.messages),
         tool_extras=context.extras,
+        sampling=plan.sampling,
+        output=plan.output,
         run_info=RunInfo(
             config=config,
             model=spec,

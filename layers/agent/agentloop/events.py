@@ -111,7 +111,8 @@ class Notice(_Event):
     message: str
 
 
-ErrorCode = Literal["configuration", "invalid_request", "provider", "internal"]
+ErrorCode = Literal["configuration", "invalid_request", "provider", "invalid_output", "internal"]
+"""``invalid_output``: the answer failed the request's ``response_format`` twice."""
 
 
 class ErrorEvent(_Event):

@@ -293,7 +293,9 @@ def plan_request(request: ChatRequest, config: AgentConfig, tools: ToolRegistry)
     try:
         return plan_run(request, config, tools)
     except PlanError as exc:
-        kind = "invalid_model" if exc.param == "model" else "invalid_tools"
+        kind = {"model": "invalid_model", "tools": "invalid_tools"}.get(
+            exc.param, "invalid_request"
+        )
         raise HttpError(422, kind, exc.message, param=exc.param) from exc
 
 

@@ -41,6 +41,7 @@ from agentloop.models import (
     AssistantMessage,
     FunctionCall,
     Message,
+    Sampling,
     StopReason,
     SystemMessage,
     ToolCall,
@@ -48,6 +49,7 @@ from agentloop.models import (
     Usage,
     to_wire,
 )
+from agentloop.output_format import OutputFormat
 from agentloop.tools.base import NestedRuns, RunInfo
 from agentloop.tools.executor import ToolExecutor, ToolScope
 from agentloop.tools.registry import ToolRegistry
@@ -203,6 +205,9 @@ class AgentLoop:
     conversation: list[Message]
     tool_extras: dict[str, Any] = field(default_factory=dict)
     run_info: RunInfo | None = None
+    sampling: Sampling | None = None
+    output: OutputFormat | None = None
+    """The answer's required shape: told to the model, checked before the run ends."""
 
     iterations: int = 0
     new_messages: list[Message] = field(default_factory=list)
@@ -211,13 +216,22 @@ class AgentLoop:
     _answer: list[str] = field(default_factory=list)
     """Text streamed since the last turn_start or tool result: what a client shows as the
     answer so far, and what ``done.text`` must equal if the run ends now."""
+    _mend: list[dict[str, Any]] | None = None
+    """The rejected answer and why, shown to the next call only (never kept in the history);
+    an empty list once the one chance to mend an answer has been used."""
 
     def __post_init__(self) -> None:
         self._compaction = CompactionSettings(
             preview_chars=self.config.tool_preview_chars,
             max_chars=self.config.context_max_chars,
         )
-        system = SystemMessage(content=self.config.system_prompt)
+        prompt = self.config.system_prompt
+        if self.output is not None:
+            prompt = f"{prompt}\n\n{self.output.instruction()}"
+        system = SystemMessage(content=prompt)
+        self._call_fields: dict[str, Any] = self.sampling.wire() if self.sampling else {}
+        if self.output is not None:
+            self._call_fields["response_format"] = self.output.wire()
         self._wire = to_wire([system, *self.conversation])
         self._tool_defs = self.tools.definitions() or None
         self._tool_chars = len(json.dumps(self._tool_defs)) if self._tool_defs else 0
@@ -264,6 +278,8 @@ class AgentLoop:
             if stop is not None:
                 return stop
             view = self._view()  # built once per turn: it is compacted and measured
+            if self._mend:
+                view, self._mend = [*view, *self._mend], []
             plan = self._plan_call(view, final=False)
             if isinstance(plan, LimitReached):
                 return plan
@@ -284,9 +300,36 @@ class AgentLoop:
                 await self._tool_round(turn)
                 continue
             if turn.text.strip():
-                return Answered(turn.text)
+                ending = self._answered(turn.text)
+                if ending is None:
+                    continue
+                return ending
             self._void_answer("the reply was empty")  # whitespace is no answer
             return LimitReached("empty")
+
+    def _answered(self, text: str) -> Ending | None:
+        """The run's answer, unless it fails the response format: then one more turn sees
+        the rejected answer and why (None), and a second failure ends the run."""
+        problem = self.output.problem(text) if self.output is not None else None
+        if problem is None:
+            return Answered(text)
+        if self._mend is None:
+            self._void_answer(f"the answer did not match the response format: {problem}")
+            self._mend = to_wire(
+                [
+                    AssistantMessage(content=text),
+                    SystemMessage(
+                        content=f"That answer cannot be used: {problem}. Reply again with "
+                        "only the corrected JSON."
+                    ),
+                ]
+            )
+            return None
+        return self._invalid_output(problem, text)
+
+    def _invalid_output(self, problem: str, text: str) -> Stopped:
+        self.emit(ErrorEvent(code="invalid_output", message=problem))
+        return Stopped("error", problem, partial=text)
 
     def _after_model_failure(self, exc: ProviderError) -> Ending | None:
         """How a failed turn ends the run, or None when the model gets another turn."""
@@ -329,6 +372,8 @@ class AgentLoop:
         max_tokens = min(self.config.max_output_tokens, available - prompt)
         if max_tokens < MIN_OUTPUT_TOKENS:
             return LimitReached("budget")
+        if self.sampling is not None and self.sampling.max_output_tokens is not None:
+            max_tokens = min(max_tokens, self.sampling.max_output_tokens)  # the client's cap
         keep = SEND_MARGIN_S if final else max(self.config.deadline_reserve_s, SEND_MARGIN_S)
         timeout = self.limits.deadline.cap(self.config.model_timeout_s, keep=keep)
         if timeout < (MIN_FINAL_CALL_S if final else MIN_TURN_S):
@@ -352,6 +397,7 @@ class AgentLoop:
             tool_choice=tool_choice if self._tool_defs else None,
             max_tokens=plan.max_tokens,
             timeout=plan.timeout,
+            fields=self._call_fields,
         )
         chars, prompt_estimate = self._estimate_prompt(wire)
         task = asyncio.ensure_future(self.model.complete(call, on_text))
@@ -530,6 +576,9 @@ class AgentLoop:
                 return self._close(ending.stop, ending.partial)
             return self._close(ending.stop, self._summary(ending.why), streamed=False)
         answer = await self._limit_answer(ending)
+        problem = self.output.problem(answer) if self.output is not None else None
+        if problem is not None:
+            return await self._end(self._invalid_output(problem, answer))
         return self._close(_LIMITS[ending.limit].stop, answer)
 
     async def _limit_answer(self, ending: LimitReached) -> str:
@@ -543,7 +592,8 @@ class AgentLoop:
         notice = texts.notice.format(n=self.limits.max_iterations)
         if notice:
             self.emit(Notice(code=ending.limit, message=notice))
-            if self.emit.depth == 0:  # "send a message" speaks to a person, not a parent agent
+            # "send a message" speaks to a person, not to a parent agent or a JSON parser
+            if self.emit.depth == 0 and self.output is None:
                 suffix = f"\n\n{notice}"
                 self.emit(TextDelta(text=suffix))
                 answer += suffix

@@ -110,6 +110,51 @@ class Usage(_Strict):
         )
 
 
+class Sampling(_Strict):
+    """How the model samples, for every model call of the run (sub-agents use their defaults).
+
+    Left out, the provider's defaults apply. ``max_output_tokens`` caps each call's output
+    (the token budget may cap it lower); ``stop`` ends a call at any of its strings.
+    """
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    stop: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None, min_length=1, max_length=4
+    )
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
+
+    def wire(self) -> dict[str, Any]:
+        """The chat-completions fields, the ones set only (``max_output_tokens`` apart)."""
+        return self.model_dump(exclude_none=True, exclude={"max_output_tokens"})
+
+
+class JsonSchemaFormat(_Strict):
+    """OpenAI's ``json_schema`` response format: a named JSON Schema the answer must match."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = Field(default=None, max_length=10_000)
+    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Strict):
+    """The shape of the final answer: plain ``text``, a ``json_object``, or JSON matching
+    ``json_schema`` (checked by the loop before the run ends; see ``output_format.py``)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_goes_with_its_type(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError('json_schema is required with, and only with, type "json_schema"')
+        return self
+
+
 class ChatRequest(_Strict):
     """What a client sends: the conversation so far plus optional per-request limits.
 
@@ -128,6 +173,8 @@ class ChatRequest(_Strict):
     )
     max_iterations: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
+    sampling: Sampling | None = None
+    response_format: ResponseFormat | None = None
 
     @model_validator(mode="after")
     def _conversation_is_well_formed(self) -> ChatRequest:

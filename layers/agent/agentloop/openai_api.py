@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentloop.events import (
     Done,
@@ -35,7 +35,7 @@ from agentloop.events import (
 )
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
-from agentloop.models import ChatRequest, Message, StopReason, Usage
+from agentloop.models import ChatRequest, Message, ResponseFormat, Sampling, StopReason, Usage
 from agentloop.sent_text import SentText
 
 DEFAULT_MODEL_ALIAS = "agentloop"
@@ -56,6 +56,7 @@ _RUN_ERROR_STATUS: dict[ErrorCode, int] = {
     "configuration": 503,
     "provider": 502,
     "invalid_request": 422,
+    "invalid_output": 502,
     "internal": 500,
 }
 
@@ -129,9 +130,11 @@ class StreamOptions(BaseModel):
 
 
 class CompletionRequest(BaseModel):
-    """The subset of OpenAI's request the agent honours; sampling knobs are accepted, unused."""
+    """OpenAI's request as the agent honours it: every field either reaches the model, is
+    harmless and accepted (``user``, ``metadata``, ``store``, defaults such as ``n: 1``), or
+    is refused with a 422 naming it. Unknown fields are refused too, as OpenAI does."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     model: str = DEFAULT_MODEL_ALIAS
     messages: list[Message] = Field(min_length=1)
@@ -141,6 +144,27 @@ class CompletionRequest(BaseModel):
         default=None, description="Client-side tools are not supported (rejected)."
     )
     agentloop: AgentOptions = Field(default_factory=AgentOptions)
+    # Reach every model call of the run:
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    response_format: ResponseFormat | None = None
+    # Accepted: one answer per request, no client tools, nothing stored.
+    n: Literal[1] | None = Field(
+        default=None, description="One choice per request: the agent's answer."
+    )
+    user: str | None = Field(default=None, max_length=256)
+    metadata: dict[str, str] | None = None
+    store: Literal[False] | None = Field(default=None, description="Nothing is stored.")
+    parallel_tool_calls: bool | None = Field(
+        default=None, description="Only about client tools, which are refused."
+    )
+    presence_penalty: Literal[0] | None = Field(default=None, description="Not supported.")
+    frequency_penalty: Literal[0] | None = Field(default=None, description="Not supported.")
+    logprobs: Literal[False] | None = Field(default=None, description="Not supported.")
 
     def to_chat_request(self) -> ChatRequest:
         if self.tools:
@@ -159,9 +183,45 @@ class CompletionRequest(BaseModel):
                 tools=options.tools,
                 max_iterations=options.max_iterations,
                 token_budget=options.token_budget,
+                sampling=self._sampling(),
+                response_format=self.response_format,
             )
+        except ValidationError as exc:  # a sampling value out of range
+            first = exc.errors(include_url=False)[0]
+            field = self._sampling_field(str(first["loc"][1]) if len(first["loc"]) > 1 else "")
+            raise HttpError(
+                422, "invalid_request", f"{field}: {first['msg']}", param=field
+            ) from exc
         except ValueError as exc:  # conversation-shape problems found by ChatRequest
             raise HttpError(422, "invalid_request", str(exc), param="messages") from exc
+
+    def _sampling(self) -> Sampling | None:
+        if (
+            self.max_tokens is not None
+            and self.max_completion_tokens is not None
+            and self.max_tokens != self.max_completion_tokens
+        ):
+            raise HttpError(
+                422,
+                "invalid_request",
+                "max_tokens and max_completion_tokens disagree; send one of them",
+                param="max_tokens",
+            )
+        values = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_output_tokens": self.max_completion_tokens or self.max_tokens,
+            "stop": [self.stop] if isinstance(self.stop, str) else self.stop,
+            "seed": self.seed,
+        }
+        set_values = {name: value for name, value in values.items() if value is not None}
+        return Sampling.model_validate(set_values) if set_values else None
+
+    def _sampling_field(self, name: str) -> str:
+        """The request field a ``Sampling`` field came from (for the 422's ``param``)."""
+        if name != "max_output_tokens":
+            return name or "sampling"
+        return "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
 
 
 def _usage_json(usage: Usage) -> dict[str, Any]:

@@ -17,14 +17,15 @@ from typing import Literal
 
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.llm.registry import parse_model_spec
-from agentloop.models import ChatRequest
+from agentloop.models import ChatRequest, Sampling
+from agentloop.output_format import OutputFormat, OutputFormatError
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
 
 
 class PlanError(ValueError):
     """A request this server will not run; ``param`` is the request field at fault."""
 
-    def __init__(self, message: str, param: Literal["model", "tools"]) -> None:
+    def __init__(self, message: str, param: Literal["model", "tools", "response_format"]) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
@@ -38,6 +39,9 @@ class RunPlan:
     tools: ToolRegistry
     max_iterations: int
     token_budget: int
+    sampling: Sampling | None = None
+    output: OutputFormat | None = None
+    """The final answer's required shape (``response_format``); None: plain text."""
 
 
 def check_model_allowed(spec: str, config: AgentConfig) -> None:
@@ -69,5 +73,9 @@ def plan_run(request: ChatRequest, config: AgentConfig, registry: ToolRegistry) 
         )
     except UnknownToolError as exc:
         raise PlanError(str(exc), "tools") from exc
+    try:
+        output = OutputFormat.of(request.response_format)
+    except OutputFormatError as exc:
+        raise PlanError(str(exc), "response_format") from exc
     max_iterations, token_budget = clamped_limits(request, config)
-    return RunPlan(spec, tools, max_iterations, token_budget)
+    return RunPlan(spec, tools, max_iterations, token_budget, request.sampling, output)

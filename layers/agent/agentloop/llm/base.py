@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -33,6 +33,8 @@ class ModelCall:
     tool_choice: Literal["auto", "none"] | None = None
     max_tokens: int | None = None
     timeout: float = 60.0
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """More request fields as the client asked for them: sampling, ``response_format``."""
 
 
 @dataclass(frozen=True)

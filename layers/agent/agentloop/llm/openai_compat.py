@@ -130,6 +130,7 @@ class OpenAICompatibleModel:
 
     async def complete(self, call: ModelCall, on_text: TextSink) -> ModelTurn:
         kwargs: dict[str, Any] = {
+            **call.fields,
             "model": self.model,
             "messages": call.messages,
             "stream": True,
