@@ -1,0 +1,722 @@
+"""The AI SDK's UI message stream (v1): ``POST /api/chat`` for ``useChat``'s default transport.
+
+Request: what ``ai``'s ``DefaultChatTransport`` sends (``id``, ``messages`` as UI messages
+with ``parts``, ``trigger``, ``messageId``) plus the transport's extra body fields: ``model``
+and an ``agentloop`` object (``tools``, ``max_iterations``, ``token_budget``), as on the
+OpenAI face. Earlier turns become the agent's history: text parts are the content; finished
+tool parts (``tool-<name>``, ``dynamic-tool``) become an assistant message with
+``tool_calls`` and the tool results, one assistant message per step; reasoning, source,
+step-start and data parts are display-only and skipped; file parts are refused.
+
+Answer (top-level events; the stream opens with ``start`` {messageId}):
+
+=================  ======================================================================
+run_start          ``message-metadata`` {model, maxIterations, tokenBudget, budgetRemaining}
+turn_start         ``finish-step`` (if a step is open), ``start-step``
+text_delta         ``text-start`` (once per text part), ``text-delta``
+text_reset         nothing: sent text cannot be taken back (:class:`SentText` holds back
+                   the retried text while it repeats what was sent)
+tool_call_start    ``tool-input-available`` {toolCallId, toolName, input}
+tool_call_result   ``tool-output-available`` {output: the result text} or, not ok,
+                   ``tool-output-error`` {errorText: the result text}
+usage (any depth)  ``message-metadata`` {usage (the request's so far), budgetRemaining}
+model_switched     ``message-metadata`` {model} and a ``data-notice`` part
+notice             ``data-notice`` part {code, message}
+error              kept for the end: ``error`` {errorText} before ``finish``
+done               ``text-end``, ``finish-step``, [``error``], ``finish`` {finishReason,
+                   messageMetadata: usage, stopReason, iterations, budgetRemaining}, [DONE]
+=================  ======================================================================
+
+Sub-agents (events below the top level) are shown in a ``data-subagent`` part whose ``id``
+is the ``ask_llm`` call id; the client replaces a data part with the same id in place, so
+each update carries the whole state: every sub-agent of that call (``queries`` starts
+several) with its query, current text, tool activity, notices, error and outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstraints
+from pydantic_core import PydanticCustomError
+
+from agentloop.events import (
+    Done,
+    ErrorEvent,
+    Event,
+    ModelSwitched,
+    Notice,
+    RunStart,
+    SubagentFinish,
+    SubagentStart,
+    TextDelta,
+    TextReset,
+    ToolCallResult,
+    ToolCallStart,
+    TurnStart,
+    UsageReport,
+)
+from agentloop.http_api import HttpError
+from agentloop.limits import CancelToken
+from agentloop.models import (
+    AssistantMessage,
+    ChatRequest,
+    FunctionCall,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from agentloop.sent_text import SentText
+from agentloop.tools.results import truncate_middle
+
+UI_STREAM_HEADERS: dict[str, str] = {"x-vercel-ai-ui-message-stream": "v1"}
+"""Besides the SSE content type and the no-cache headers every face's stream has."""
+
+_DONE_FRAME = b"data: [DONE]\n\n"
+
+SUBAGENT_OUTPUT_PREVIEW = 1_000
+"""Characters of a sub-agent's tool result shown in its data part, which is resent whole on
+every update (the result itself goes to the sub-agent, and the answer to the tool part)."""
+
+_ShortId = Annotated[str, StringConstraints(max_length=256)]
+_CallId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+_ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+# -- the request ----------------------------------------------------------------------------
+
+
+class _Part(BaseModel):
+    # Fields the SDK adds for display (providerMetadata, title, ...) are dropped, as the
+    # SDK's own validateUIMessages drops unknown ones.
+    model_config = ConfigDict(extra="ignore")
+
+
+class TextPart(_Part):
+    type: Literal["text"]
+    text: str
+
+
+class ReasoningPart(_Part):
+    type: Literal["reasoning"]
+    text: str
+
+
+class StepStartPart(_Part):
+    type: Literal["step-start"]
+
+
+class SourcePart(_Part):
+    type: Literal["source-url", "source-document"]
+
+
+class FilePart(_Part):
+    type: Literal["file"]
+    mediaType: str
+    url: str
+
+
+class DataPart(_Part):
+    type: Annotated[str, StringConstraints(pattern=r"^data-.", max_length=200)]
+    id: _ShortId | None = None
+    data: Any = None
+
+
+ToolState = Literal[
+    "input-streaming",
+    "input-available",
+    "approval-requested",
+    "approval-responded",
+    "output-available",
+    "output-error",
+    "output-denied",
+]
+
+
+class _ToolPart(_Part):
+    toolCallId: _CallId
+    state: ToolState
+    input: Any = None
+    output: Any = None
+    errorText: str | None = None
+
+    @property
+    def tool_name(self) -> str:
+        raise NotImplementedError
+
+
+class ToolPart(_ToolPart):
+    """``tool-<name>``: how the stream shows the agent's tool calls."""
+
+    type: Annotated[str, StringConstraints(pattern=r"^tool-.", max_length=133)]
+
+    @property
+    def tool_name(self) -> str:
+        return self.type.removeprefix("tool-")
+
+
+class DynamicToolPart(_ToolPart):
+    type: Literal["dynamic-tool"]
+    toolName: _ToolName
+
+    @property
+    def tool_name(self) -> str:
+        return self.toolName
+
+
+_PART_MODELS: dict[str, type[_Part]] = {
+    "text": TextPart,
+    "reasoning": ReasoningPart,
+    "step-start": StepStartPart,
+    "source-url": SourcePart,
+    "source-document": SourcePart,
+    "file": FilePart,
+    "dynamic-tool": DynamicToolPart,
+}
+
+
+def _parse_part(value: Any) -> _Part:
+    """The part's model chosen by its ``type`` (``tool-*`` and ``data-*`` by prefix), so an
+    error names the part's own field (``messages.0.parts.1.state``)."""
+    if isinstance(value, _Part):
+        return value
+    kind = value.get("type") if isinstance(value, dict) else None
+    model: type[_Part] | None = None
+    if isinstance(kind, str):
+        model = _PART_MODELS.get(kind)
+        if model is None and kind.startswith("tool-"):
+            model = ToolPart
+        elif model is None and kind.startswith("data-"):
+            model = DataPart
+    if model is None:
+        raise PydanticCustomError(
+            "invalid_part",
+            "unknown part type: expected text, reasoning, step-start, source-url, "
+            "source-document, file, data-*, tool-* or dynamic-tool",
+        )
+    return model.model_validate(value)
+
+
+UIPart = Annotated[
+    TextPart
+    | ReasoningPart
+    | StepStartPart
+    | SourcePart
+    | FilePart
+    | DataPart
+    | ToolPart
+    | DynamicToolPart,
+    PlainValidator(_parse_part),
+]
+
+
+class UIMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: _ShortId
+    role: Literal["system", "user", "assistant"]
+    metadata: Any = None
+    parts: list[UIPart]
+
+
+class UIAgentOptions(BaseModel):
+    """Agent options the AI SDK has no field for, sent as the transport's extra body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tools: list[Annotated[str, StringConstraints(max_length=128)]] | None = Field(
+        default=None, max_length=100
+    )
+    max_iterations: int | None = Field(default=None, ge=1)
+    token_budget: int | None = Field(default=None, ge=1)
+
+
+class UIChatRequest(BaseModel):
+    """The body ``DefaultChatTransport`` posts; unknown fields are refused (a misspelt
+    option must not be ignored in silence)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: _ShortId | None = None
+    messages: list[UIMessage] = Field(min_length=1)
+    trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
+    messageId: _ShortId | None = None
+    model: str | None = Field(default=None, max_length=200)
+    agentloop: UIAgentOptions = Field(default_factory=UIAgentOptions)
+
+    def to_chat_request(self) -> ChatRequest:
+        """The conversation as the agent's history (422 naming the part it cannot take)."""
+        history: list[Message] = []
+        seen: set[str] = set()
+        for index, message in enumerate(self.messages):
+            history.extend(_convert_message(message, f"messages.{index}", seen))
+        last = len(self.messages) - 1
+        if self.messages[last].role != "user":
+            raise _invalid(f"messages.{last}", "the last message must be the user's (role 'user')")
+        options = self.agentloop
+        try:
+            return ChatRequest(
+                messages=history,
+                model=self.model,
+                tools=options.tools,
+                max_iterations=options.max_iterations,
+                token_budget=options.token_budget,
+            )
+        except ValueError as exc:  # conversation-shape problems found by ChatRequest
+            raise _invalid("messages", str(exc)) from exc
+
+
+def _invalid(param: str, message: str) -> HttpError:
+    return HttpError(422, "invalid_request", f"{param}: {message}", param=param)
+
+
+def _convert_message(message: UIMessage, where: str, seen: set[str]) -> list[Message]:
+    if message.role == "assistant":
+        return _assistant_messages(message, where, seen)
+    texts: list[str] = []
+    for index, part in enumerate(message.parts):
+        at = f"{where}.parts.{index}"
+        if isinstance(part, TextPart):
+            texts.append(part.text)
+        elif isinstance(part, FilePart):
+            raise _file_refused(at)
+        elif isinstance(part, _ToolPart):
+            raise _invalid(f"{at}.type", f"a {message.role} message cannot hold tool parts")
+    if not message.parts:
+        raise _invalid(f"{where}.parts", f"a {message.role} message needs at least one part")
+    content = "".join(texts)
+    return [
+        SystemMessage(content=content) if message.role == "system" else UserMessage(content=content)
+    ]
+
+
+def _file_refused(at: str) -> HttpError:
+    return _invalid(f"{at}.type", "file parts are not supported: the agent reads text only")
+
+
+def _assistant_messages(message: UIMessage, where: str, seen: set[str]) -> list[Message]:
+    """One assistant message per step (its text and tool calls), each followed by its tool
+    results; text after a step's tool parts starts a new message, as the model said it
+    after reading the results."""
+    out: list[Message] = []
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    results: list[ToolMessage] = []
+
+    def flush() -> None:
+        text = "".join(texts)
+        if calls:
+            out.append(AssistantMessage(content=text or None, tool_calls=list(calls)))
+            out.extend(results)
+        elif text:
+            out.append(AssistantMessage(content=text))
+        texts.clear()
+        calls.clear()
+        results.clear()
+
+    for index, part in enumerate(message.parts):
+        at = f"{where}.parts.{index}"
+        if isinstance(part, StepStartPart):
+            flush()
+        elif isinstance(part, TextPart):
+            if calls:
+                flush()
+            texts.append(part.text)
+        elif isinstance(part, FilePart):
+            raise _file_refused(at)
+        elif isinstance(part, _ToolPart):
+            if part.toolCallId in seen:
+                raise _invalid(f"{at}.toolCallId", f"duplicate tool call id {part.toolCallId!r}")
+            seen.add(part.toolCallId)
+            calls.append(
+                ToolCall(
+                    id=part.toolCallId,
+                    function=FunctionCall(name=part.tool_name, arguments=_arguments(part.input)),
+                )
+            )
+            results.append(ToolMessage(tool_call_id=part.toolCallId, content=_result(part, at)))
+    flush()
+    return out
+
+
+def _arguments(value: Any) -> str:
+    """A tool part's input as argument text: a string is the model's text as written (the
+    stream sends arguments that are not a JSON object that way)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps({} if value is None else value, ensure_ascii=False)
+
+
+def _result(part: _ToolPart, at: str) -> str:
+    if part.state == "output-available":
+        if "output" not in part.model_fields_set:
+            raise _invalid(f"{at}.output", "an output-available tool part needs its output")
+        output = part.output
+        return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    if part.state == "output-error":
+        if part.errorText is None:
+            raise _invalid(f"{at}.errorText", "an output-error tool part needs its errorText")
+        return part.errorText
+    raise _invalid(
+        f"{at}.state",
+        f"a tool part in state {part.state!r} has no result; only finished tool calls "
+        "(output-available, output-error) can be sent back",
+    )
+
+
+# -- the answer -----------------------------------------------------------------------------
+
+_FINISH_REASONS = {
+    "completed": "stop",
+    "max_iterations": "length",
+    "budget": "length",
+    "deadline": "length",
+}
+"""Stop reasons that end with an answer; "error" and "cancelled" finish with "error"."""
+
+STREAM_CUT_MESSAGE = (
+    "the provider's stream was cut after part of the answer had been sent, and the retried "
+    "answer does not continue it; ask again to get the whole answer"
+)
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    """Usage named as the AI SDK names it (``LanguageModelUsage``)."""
+    return {
+        "inputTokens": usage.prompt_tokens,
+        "outputTokens": usage.completion_tokens,
+        "totalTokens": usage.total_tokens,
+        "inputTokenDetails": {"cacheReadTokens": usage.cached_tokens},
+    }
+
+
+def _tool_input(arguments: str) -> Any:
+    """Arguments that are a JSON object as that object; anything else as the text itself."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments
+    return value if isinstance(value, dict) else arguments
+
+
+@dataclass
+class _Subagent:
+    """One sub-agent's state as its ``data-subagent`` part shows it."""
+
+    run_id: str
+    query: str
+    depth: int
+    text: str = ""
+    shown_text: int = 0
+    """Length of the text in the last update sent (text updates are sent in growing steps)."""
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notices: list[dict[str, str]] = field(default_factory=list)
+    error: dict[str, str] | None = None
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "query": self.query,
+            "status": "finished" if self.outcome else "running",
+            "text": self.text,
+            "tools": list(self.tools.values()),
+            "notices": self.notices,
+            "error": self.error,
+            **self.outcome,
+        }
+
+
+@dataclass
+class _SubagentCall:
+    """The sub-agents one ``ask_llm`` call started: one data part."""
+
+    call_id: str
+    depth: int
+    agents: list[_Subagent] = field(default_factory=list)
+
+    def chunk(self) -> dict[str, Any]:
+        return {
+            "type": "data-subagent",
+            "id": self.call_id,
+            "data": {
+                "callId": self.call_id,
+                "depth": self.depth,
+                "agents": [agent.view() for agent in self.agents],
+            },
+        }
+
+
+class UIMessageStream:
+    """Turns one run's events into UI message stream chunks (SSE ``data:`` lines).
+
+    Sent text is never contradicted: a retried turn's text is held back while it repeats
+    what was sent; text that departs from it ends the stream with an ``error`` chunk and
+    cancels the run (``cancel``), whose remaining events are drained unsent.
+    """
+
+    def __init__(
+        self, ui_request: UIChatRequest, message_id_seed: str, cancel: CancelToken
+    ) -> None:
+        self.request = ui_request
+        self.message_id = f"msg-{message_id_seed}"
+        self.cancel = cancel
+        self._sent = SentText()
+        self._ended = False
+        self._step_open = False
+        self._step_has_results = False
+        self._text_id: str | None = None
+        self._text_parts = 0
+        self._error: ErrorEvent | None = None
+        self._calls: dict[str, _SubagentCall] = {}
+        self._agents: dict[str, tuple[_SubagentCall, _Subagent]] = {}
+
+    async def frames(self, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+        yield _frame({"type": "start", "messageId": self.message_id})
+        async for event in events:
+            if self._ended:
+                continue  # drained, so the run still ends with done
+            for chunk in self._translate(event):
+                yield _frame(chunk)
+        if not self._ended:  # handle_chat always ends with done; never leave a client waiting
+            for chunk in self._fail("the run ended without an answer"):
+                yield _frame(chunk)
+        yield _DONE_FRAME
+
+    # -- top level ------------------------------------------------------------------------
+
+    def _translate(self, event: Event) -> list[dict[str, Any]]:
+        if event.depth > 0:
+            return self._subagent(event)
+        if isinstance(event, TextDelta):
+            return self._text(event.text)
+        if isinstance(event, TextReset):
+            self._sent.reset()
+            return []
+        if isinstance(event, ErrorEvent):
+            self._error = self._error or event
+            return []
+        if self._sent.replaying and isinstance(
+            event, TurnStart | ToolCallStart | ToolCallResult | Done
+        ):
+            return self._cut()  # the retried turn ended short of what the client shows
+        if isinstance(event, TurnStart):
+            self._sent.mark()
+            chunks = self._close_step()
+            return [*chunks, *self._open_step()]
+        if isinstance(event, ToolCallStart):
+            chunks = [*self._close_text(), *self._ensure_step()]
+            chunks.append(
+                {
+                    "type": "tool-input-available",
+                    "toolCallId": event.call_id,
+                    "toolName": event.name,
+                    "input": _tool_input(event.arguments),
+                }
+            )
+            return chunks
+        if isinstance(event, ToolCallResult):
+            self._sent.mark()
+            self._step_has_results = True
+            chunks = self._close_text()
+            if event.ok:
+                chunks.append(
+                    {
+                        "type": "tool-output-available",
+                        "toolCallId": event.call_id,
+                        "output": event.content,
+                    }
+                )
+            else:
+                chunks.append(
+                    {
+                        "type": "tool-output-error",
+                        "toolCallId": event.call_id,
+                        "errorText": event.content,
+                    }
+                )
+            return chunks
+        if isinstance(event, RunStart):
+            return [
+                _metadata(
+                    model=event.model,
+                    maxIterations=event.max_iterations,
+                    tokenBudget=event.token_budget,
+                    budgetRemaining=event.budget_remaining,
+                )
+            ]
+        if isinstance(event, UsageReport):
+            return [self._usage(event)]
+        if isinstance(event, ModelSwitched):
+            return [_metadata(model=event.to_model), _notice(*_switch_notice(event))]
+        if isinstance(event, Notice):
+            return [_notice(event.code, event.message)]
+        if isinstance(event, Done):
+            return self._finish(event)
+        return []
+
+    def _text(self, text: str) -> list[dict[str, Any]]:
+        sent = self._sent.add(text)
+        if sent is None:
+            return self._cut()
+        if not sent:
+            return []
+        chunks: list[dict[str, Any]] = []
+        if self._text_id is None:
+            if self._step_has_results:  # an answer after the results, with no turn_start
+                chunks += self._close_step()
+            chunks += self._ensure_step()
+            self._text_parts += 1
+            self._text_id = f"text-{self._text_parts}"
+            chunks.append({"type": "text-start", "id": self._text_id})
+        chunks.append({"type": "text-delta", "id": self._text_id, "delta": sent})
+        return chunks
+
+    def _close_text(self) -> list[dict[str, Any]]:
+        if self._text_id is None:
+            return []
+        text_id, self._text_id = self._text_id, None
+        return [{"type": "text-end", "id": text_id}]
+
+    def _open_step(self) -> list[dict[str, Any]]:
+        self._step_open = True
+        self._step_has_results = False
+        return [{"type": "start-step"}]
+
+    def _ensure_step(self) -> list[dict[str, Any]]:
+        return [] if self._step_open else self._open_step()
+
+    def _close_step(self) -> list[dict[str, Any]]:
+        chunks = self._close_text()
+        if self._step_open:
+            self._step_open = False
+            chunks.append({"type": "finish-step"})
+        return chunks
+
+    def _usage(self, event: UsageReport) -> dict[str, Any]:
+        return _metadata(usage=usage_json(event.total), budgetRemaining=event.budget_remaining)
+
+    def _finish(self, done: Done) -> list[dict[str, Any]]:
+        chunks = self._close_step()
+        metadata: dict[str, Any] = {
+            "usage": usage_json(done.usage),
+            "budgetRemaining": done.budget_remaining,
+            "stopReason": done.stop_reason,
+            "iterations": done.iterations,
+        }
+        finish_reason = _FINISH_REASONS.get(done.stop_reason)
+        if finish_reason is None:
+            error = self._error
+            if done.stop_reason == "cancelled":
+                message = "the run was cancelled before it finished"
+            else:
+                message = error.message if error is not None else "the run failed"
+            metadata["error"] = {
+                "code": error.code if error is not None else done.stop_reason,
+                "message": message,
+            }
+            chunks.append({"type": "error", "errorText": message})
+        self._ended = True
+        chunks.append(
+            {
+                "type": "finish",
+                "finishReason": finish_reason or "error",
+                "messageMetadata": metadata,
+            }
+        )
+        return chunks
+
+    def _fail(self, message: str) -> list[dict[str, Any]]:
+        self._ended = True
+        return [
+            *self._close_step(),
+            {"type": "error", "errorText": message},
+            {"type": "finish", "finishReason": "error"},
+        ]
+
+    def _cut(self) -> list[dict[str, Any]]:
+        self.cancel.cancel()  # its answer can no longer reach the client correctly
+        return self._fail(STREAM_CUT_MESSAGE)
+
+    # -- sub-agents -----------------------------------------------------------------------
+
+    def _subagent(self, event: Event) -> list[dict[str, Any]]:
+        """Update the sub-agent's data part; returns it when something worth showing changed."""
+        if isinstance(event, UsageReport):
+            return [self._usage(event)]
+        if isinstance(event, SubagentStart):
+            call = self._calls.get(event.call_id)
+            if call is None:
+                call = self._calls[event.call_id] = _SubagentCall(event.call_id, event.depth)
+            agent = _Subagent(event.run_id, event.query, event.depth)
+            call.agents.append(agent)
+            self._agents[event.run_id] = (call, agent)
+            return [call.chunk()]
+        found = self._agents.get(event.run_id)
+        if found is None:
+            return []
+        call, agent = found
+        if isinstance(event, TextDelta):
+            agent.text += event.text
+            grown = len(agent.text) - agent.shown_text
+            if grown < max(200, agent.shown_text // 2):  # linear in total, however long
+                return []
+        elif isinstance(event, TurnStart | TextReset):
+            if not agent.text:
+                return []
+            agent.text = ""
+        elif isinstance(event, ToolCallStart):
+            agent.tools[event.call_id] = {
+                "toolCallId": event.call_id,
+                "toolName": event.name,
+                "input": _tool_input(event.arguments),
+                "state": "input-available",
+            }
+        elif isinstance(event, ToolCallResult):
+            agent.text = ""
+            entry = agent.tools.setdefault(
+                event.call_id, {"toolCallId": event.call_id, "toolName": event.name}
+            )
+            preview = truncate_middle(event.content, SUBAGENT_OUTPUT_PREVIEW)
+            entry["state"] = "output-available" if event.ok else "output-error"
+            entry["output" if event.ok else "errorText"] = preview
+            entry["durationMs"] = event.duration_ms
+        elif isinstance(event, Notice):
+            agent.notices.append({"code": event.code, "message": event.message})
+        elif isinstance(event, ModelSwitched):
+            agent.notices.append(dict(zip(("code", "message"), _switch_notice(event), strict=True)))
+        elif isinstance(event, ErrorEvent):
+            agent.error = {"code": event.code, "message": event.message}
+        elif isinstance(event, SubagentFinish):
+            agent.outcome = {
+                "stopReason": event.stop_reason,
+                "iterations": event.iterations,
+                "usage": usage_json(event.usage),
+                "budgetRemaining": event.budget_remaining,
+            }
+        else:
+            return []
+        agent.shown_text = len(agent.text)
+        return [call.chunk()]
+
+
+def _switch_notice(event: ModelSwitched) -> tuple[str, str]:
+    return "model_switched", f"switched from {event.from_model} to {event.to_model}: {event.reason}"
+
+
+def _metadata(**values: Any) -> dict[str, Any]:
+    return {"type": "message-metadata", "messageMetadata": values}
+
+
+def _notice(code: str, message: str) -> dict[str, Any]:
+    return {"type": "data-notice", "data": {"code": code, "message": message}}
+
+
+def _frame(chunk: dict[str, Any]) -> bytes:
+    # ASCII escapes: a lone surrogate in a model-written argument cannot break the encoding.
+    return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n".encode()
