@@ -188,7 +188,7 @@ class CompletionRequest(BaseModel):
             )
         except ValidationError as exc:  # a sampling value out of range
             first = exc.errors(include_url=False)[0]
-            field = self._sampling_field(str(first["loc"][1]) if len(first["loc"]) > 1 else "")
+            field = self._sampling_field(str(first["loc"][0]) if first["loc"] else "")
             raise HttpError(
                 422, "invalid_request", f"{field}: {first['msg']}", param=field
             ) from exc
