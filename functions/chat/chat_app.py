@@ -469,12 +469,16 @@ async def ui_message_stream(request: Request) -> Response:
 
 async def ag_ui(request: Request) -> Response:
     """``POST /ag-ui``: the agent as an AG-UI agent (``RunAgentInput`` in, AG-UI events out)."""
-    from agentloop.ag_ui import AgUiStream, RunAgentInput
+    from agentloop.ag_ui import AgUiStream, RunAgentInput, locate_option
 
     service = _service(request)
     raw, who = await read_request_json(request, service)
     run_input = validate_model(RunAgentInput, raw)
-    run = start_run(request, service, who, run_input.to_chat_request())
+    chat_request = run_input.to_chat_request()
+    try:
+        run = start_run(request, service, who, chat_request)
+    except HttpError as exc:  # the model and tools come in forwardedProps.agentloop
+        raise locate_option(exc) from exc
     stream = AgUiStream(run_input, run.context.cancel)
     return stream_response(run, stream.frames(run.events), service)
 
