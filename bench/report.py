@@ -490,6 +490,45 @@ def research(page: Page, fig: dict[str, Any]) -> None:
         page.table(["", ""], [["research worker", failed_note(fig)]])
 
 
+def faces(page: Page, fig: dict[str, Any]) -> None:
+    from bench.faces import CLIENTS, FACES, RUNS
+
+    page.add(
+        "## 8. Faces: first token to first text",
+        "",
+        "The same tool-less streamed answer (the streaming figure's task) asked of each "
+        "protocol face of one chat app under uvicorn, each face driven by its own real client "
+        "in a warm process on the model server's CPU (`bench/faces.py`; the two JavaScript "
+        "clients under Node.js, `tests/node/bench_faces.mjs`): from the moment the model "
+        "server hands its first text chunk to the socket to the moment the client library "
+        "hands its caller the first text. Node's `process.hrtime` and Python's "
+        "`time.monotonic` read the same monotonic clock as the model server. The faces take "
+        f"turns run by run ({RUNS} rounds after warm-up runs); *× /chat* is the median of "
+        "the round-by-round ratios to `/chat`'s run of the same round. `/chat` is read by a "
+        "bare socket (its first `text_delta` frame), so the other rows include their client "
+        "library's parsing as well as the face's translation.",
+        "",
+    )
+    out = []
+    for face in FACES:
+        row = fig.get(face, {})
+        if not row.get("ok"):
+            out.append([f"`{face}`", CLIENTS[face], failed_note(row), "", ""])
+            continue
+        s = row["first_text_ms"]
+        shown = "—" if face == "/chat" or "chat_ratio" not in row else f"{row['chat_ratio']:.2f}×"
+        out.append(
+            [
+                f"`{face}`",
+                CLIENTS[face],
+                f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})",
+                f"{s['p90']:.2f}",
+                shown,
+            ]
+        )
+    page.table(["face", "client", "first text, ms", "p90, ms", "× /chat"], out)
+
+
 # -- the page --------------------------------------------------------------------------------
 
 
@@ -505,6 +544,7 @@ def markdown(results: dict[str, Any]) -> str:
         "memory": memory,
         "docs": docs,
         "research": research,
+        "faces": faces,
     }
     for name, render in sections.items():
         if name in figures:

@@ -4,9 +4,9 @@
 Starts the scripted model server (``bench/llm_server.py``) in a process of its own, runs
 every measurement in subprocesses of this virtualenv's Python (``bench/worker.py``: one
 process per contender for the task figures, a fresh one per sample for memory; ``python -c``
-for imports; uvicorn for the chat app), checks every answer, and writes
-``docs/benchmarks.md`` and ``docs/benchmarks.png`` (``bench/report.py``) plus the raw
-figures to ``build/bench/results.json``.
+for imports; uvicorn for the chat app; Node.js for the faces figure's JavaScript clients),
+checks every answer, and writes ``docs/benchmarks.md`` and ``docs/benchmarks.png``
+(``bench/report.py``) plus the raw figures to ``build/bench/results.json``.
 
 On a machine with two or more CPUs the model server runs on the first and the process being
 measured on the second, so the two do not take turns on one core.
@@ -44,7 +44,7 @@ from bench.contenders import CONTENDERS, IN_PROCESS, PEERS, post_chat  # noqa: E
 
 PY = sys.executable
 RESULTS = ROOT / "build" / "bench" / "results.json"
-FIGURES = ("cold", "loop", "parallel", "stream", "memory", "docs", "research")
+FIGURES = ("cold", "loop", "parallel", "stream", "faces", "memory", "docs", "research")
 
 RUNS = {"loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
 WARMUP = {"loop": 3, "parallel": 1, "stream": 2, "docs": 0}
@@ -558,6 +558,22 @@ def fig_stream(server: str) -> dict[str, Any]:
         app.stop()
 
 
+def fig_faces(server: str) -> dict[str, Any]:
+    """Each protocol face of one chat app, by its own client (``bench/faces.py``); the
+    clients share CPU 0 with the model server, as the streaming figure's client does."""
+    from bench import faces
+
+    app = App(server)
+    try:
+        app.wait_ready()
+        url = f"http://127.0.0.1:{app.port}"
+        return faces.measure(server, url, base_env(), pinned(SERVER_CPU), say)
+    except Exception as exc:  # a figure that cannot run is a row that says why
+        return {face: {"ok": False, "why": str(exc)[:300]} for face in faces.FACES}
+    finally:
+        app.stop()
+
+
 def fig_memory(server: str) -> dict[str, Any]:
     """Peak RSS of fresh processes. Timing does not matter here, so a contender's samples
     run side by side (on every CPU) to keep the whole bench short."""
@@ -701,6 +717,7 @@ def main() -> int:
                 "loop": lambda: fig_tasks(server, "loop", IN_PROCESS),
                 "parallel": lambda: fig_tasks(server, "parallel", IN_PROCESS),
                 "stream": lambda: fig_stream(server),
+                "faces": lambda: fig_faces(server),
                 "memory": lambda: fig_memory(server),
                 "docs": lambda: fig_docs(server),
                 "research": fig_research,
