@@ -231,7 +231,7 @@ def test_a_limit_ends_incomplete_with_the_stop_reason(
 
     assert response.status == "incomplete"
     assert response.incomplete_details is not None
-    assert response.incomplete_details.reason == "max_iterations"
+    assert response.incomplete_details.reason == "max_output_tokens"  # the protocol's "cut"
     assert response.output_text.startswith("What I found so far.")
     assert "Reached the limit of 1 tool iterations" in response.output_text
     assert served.runs(1)[0].stop_reason == "max_iterations"

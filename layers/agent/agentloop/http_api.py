@@ -250,9 +250,9 @@ def _printable(text: str, limit: int = 200) -> str:
 def check_message_limits(raw: Any, limits: RequestLimits, key: str = "messages") -> None:
     """413 for too many or too large messages in ``raw[key]``, before pydantic spends time
     on them. A message without string ``content`` (parts, input items) is measured whole."""
-    if not isinstance(raw, dict) or not isinstance(raw.get(key), list):
+    if not isinstance(raw, dict) or not isinstance(raw.get(key), list | str):
         return  # schema validation reports the shape problem with its field name
-    messages: list[Any] = raw[key]
+    messages: list[Any] = raw[key] if isinstance(raw[key], list) else [{"content": raw[key]}]
     if len(messages) > limits.max_messages:
         raise HttpError(
             413,

@@ -233,7 +233,7 @@ def _usage_json(usage: Usage) -> dict[str, Any]:
     }
 
 
-def _tool_line(event: ToolCallStart | ToolCallResult) -> str:
+def tool_line(event: ToolCallStart | ToolCallResult) -> str:
     if isinstance(event, ToolCallStart):
         return f"\n\n> calling `{event.name}` {event.arguments}\n\n"
     status = "ok" if event.ok else "failed"
@@ -306,7 +306,7 @@ class CompletionStream:
             if isinstance(event, ToolCallResult):
                 self._sent.mark()
             if self.request.agentloop.show_tools:
-                return [self._chunk({"content": _tool_line(event)})]
+                return [self._chunk({"content": tool_line(event)})]
         elif isinstance(event, Done):
             return self._finish(event)
         return []
@@ -376,7 +376,7 @@ async def collect_completion(
         if event.depth != 0:
             continue
         if request.agentloop.show_tools and isinstance(event, ToolCallStart | ToolCallResult):
-            tool_lines.append(_tool_line(event))
+            tool_lines.append(tool_line(event))
         elif isinstance(event, ErrorEvent):
             error = error or event
         elif isinstance(event, Done):

@@ -20,7 +20,8 @@ top-level events become (sub-agents show only in the usage, which counts them)::
     done, completed     response.output_text.done, response.content_part.done,
                         response.output_item.done, response.completed
     done, a limit       the same, ending in response.incomplete (status "incomplete",
-                        incomplete_details.reason = the stop reason)
+                        incomplete_details.reason "max_output_tokens", the protocol's
+                        "cut short", as the OpenAI face says "length")
     error, or a done    error (its nested "error" object makes the openai SDK raise),
     without an answer   then response.failed
 
@@ -66,10 +67,10 @@ from agentloop.openai_api import (
     DEFAULT_MODEL_ALIAS,
     FINISH_REASONS,
     AgentOptions,
-    _tool_line,
     event_error,
     run_error,
     stream_cut_error,
+    tool_line,
 )
 from agentloop.output_format import OutputFormat, OutputFormatError
 from agentloop.sent_text import SentText
@@ -365,10 +366,11 @@ class _Response:
         status: ResponseStatus,
         output: list[dict[str, Any]],
         usage: Usage | None = None,
-        stop_reason: str | None = None,
         error: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        incomplete = {"reason": stop_reason} if status == "incomplete" else None
+        # A limit cut the answer short: the protocol's one reason for that (its clients map
+        # it to "length", as the OpenAI face reports a limit); done.stop_reason says which.
+        incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
         request = self.request
         text_format = request.text.format if request.text is not None else None
         return {
@@ -399,7 +401,7 @@ class _Response:
         """The final object of a run that ended with an answer (cut short by a limit or not)."""
         status: ResponseStatus = "completed" if done.stop_reason == "completed" else "incomplete"
         output = [_message(self.item_id, text, status)]
-        return self.body(status, output, done.usage, done.stop_reason)
+        return self.body(status, output, done.usage)
 
 
 # -- streamed ----------------------------------------------------------------------------------
@@ -504,7 +506,7 @@ class ResponseStream:
             if isinstance(event, ToolCallResult):
                 self._sent.mark()
             if self.request.agentloop.show_tools:
-                return self._delta(_tool_line(event))
+                return self._delta(tool_line(event))
         elif isinstance(event, Done):
             return self._finish(event)
         return []
@@ -556,7 +558,7 @@ async def collect_response(
         if event.depth != 0:
             continue
         if request.agentloop.show_tools and isinstance(event, ToolCallStart | ToolCallResult):
-            tool_lines.append(_tool_line(event))
+            tool_lines.append(tool_line(event))
         elif isinstance(event, ErrorEvent):
             error = error or event
         elif isinstance(event, Done):
