@@ -12,7 +12,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,11 +375,29 @@ async def read_request_json(
     return raw, who
 
 
+_AGENT_OPTIONS = {"tools": "agentloop.tools"}
+"""Where the OpenAI and AI SDK faces carry the tools a plan may refuse: their own ``tools``
+are the client's."""
+_RESPONSES_OPTIONS = {"tools": "agentloop.tools", "response_format": "text.format"}
+
+
 def start_run(
-    request: Request, service: ChatService, who: str | None, chat_request: ChatRequest
+    request: Request,
+    service: ChatService,
+    who: str | None,
+    chat_request: ChatRequest,
+    params: Mapping[str, str] | None = None,
 ) -> StartedRun:
-    """Plan ``chat_request`` (422) and start its run; every face runs the agent this way."""
-    plan = plan_request(chat_request, service.config, service.tools)
+    """Plan ``chat_request`` (422) and start its run; every face runs the agent this way.
+
+    ``params`` names the request fields a plan refusal is about (``model``, ``tools``,
+    ``response_format``) where the face's protocol carries them."""
+    try:
+        plan = plan_request(chat_request, service.config, service.tools)
+    except HttpError as exc:
+        if params is not None and exc.param in params:
+            exc.param = params[exc.param]
+        raise
     info = invocation_info(request.headers)
     REQUEST_ID.set(info.request_id)
     context = _context(service, info, caller_id(service, who, request))
@@ -442,7 +460,7 @@ async def chat_completions(request: Request) -> Response:
     service = _service(request)
     raw, who = await read_request_json(request, service)
     completion = validate_model(CompletionRequest, raw)
-    run = start_run(request, service, who, completion.to_chat_request())
+    run = start_run(request, service, who, completion.to_chat_request(), _AGENT_OPTIONS)
     completion_id = f"chatcmpl-{run.info.request_id}"
     if not completion.stream:
         body_json = await cancel_on_disconnect(
@@ -462,23 +480,19 @@ async def ui_message_stream(request: Request) -> Response:
     service = _service(request)
     raw, who = await read_request_json(request, service)
     ui_request = validate_model(UIChatRequest, raw)
-    run = start_run(request, service, who, ui_request.to_chat_request())
+    run = start_run(request, service, who, ui_request.to_chat_request(), _AGENT_OPTIONS)
     stream = UIMessageStream(ui_request, run.info.request_id, run.context.cancel)
     return stream_response(run, stream.frames(run.events), service, UI_STREAM_HEADERS)
 
 
 async def ag_ui(request: Request) -> Response:
     """``POST /ag-ui``: the agent as an AG-UI agent (``RunAgentInput`` in, AG-UI events out)."""
-    from agentloop.ag_ui import AgUiStream, RunAgentInput, locate_option
+    from agentloop.ag_ui import PLAN_PARAMS, AgUiStream, RunAgentInput
 
     service = _service(request)
     raw, who = await read_request_json(request, service)
     run_input = validate_model(RunAgentInput, raw)
-    chat_request = run_input.to_chat_request()
-    try:
-        run = start_run(request, service, who, chat_request)
-    except HttpError as exc:  # the model and tools come in forwardedProps.agentloop
-        raise locate_option(exc) from exc
+    run = start_run(request, service, who, run_input.to_chat_request(), PLAN_PARAMS)
     stream = AgUiStream(run_input, run.context.cancel)
     return stream_response(run, stream.frames(run.events), service)
 
@@ -490,7 +504,7 @@ async def responses(request: Request) -> Response:
     service = _service(request)
     raw, who = await read_request_json(request, service, messages_key="input")
     responses_request = validate_model(ResponsesRequest, raw)
-    run = start_run(request, service, who, responses_request.to_chat_request())
+    run = start_run(request, service, who, responses_request.to_chat_request(), _RESPONSES_OPTIONS)
     response_id = f"resp_{run.info.request_id}"
     if not responses_request.stream:
         body_json = await cancel_on_disconnect(

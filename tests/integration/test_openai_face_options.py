@@ -144,6 +144,8 @@ REFUSED = {
         "response_format",
     ),
     "bad-format-type": ({"response_format": {"type": "yaml"}}, "response_format.type"),
+    # the server's tools are chosen in "agentloop" ("tools" would be the client's own)
+    "unknown-server-tool": ({"agentloop": {"tools": ["no_such_tool"]}}, "agentloop.tools"),
 }
 
 

@@ -467,7 +467,11 @@ REFUSALS: dict[str, tuple[Any, int, str | None]] = {
         422,
         "agentloop.max_iterations",
     ),
-    "unknown tool": ({**conversation(), "agentloop": {"tools": ["no_such_tool"]}}, 422, "tools"),
+    "unknown tool": (
+        {**conversation(), "agentloop": {"tools": ["no_such_tool"]}},
+        422,
+        "agentloop.tools",
+    ),
     "unknown model": ({**conversation(), "model": "nowhere:model"}, 422, "model"),
     "not an object": (["Hi"], 422, None),
     "too many messages": ({"messages": [USER] * 201}, 413, "messages"),
@@ -498,7 +502,11 @@ def test_refusals_reach_the_client_through_the_transport(served: Served, llm: Sc
 
     assert refused["message"] is None
     error = json.loads(refused["thrown"])["error"]  # sendMessages throws the answer's text
-    assert (error["code"], error["type"], error["param"]) == (422, "invalid_tools", "tools")
+    assert (error["code"], error["type"], error["param"]) == (
+        422,
+        "invalid_tools",
+        "agentloop.tools",
+    )
     assert "no_such_tool" in error["message"]
     assert json.loads(unauthorised["thrown"])["error"]["code"] == 401
     assert llm.requests == []

@@ -263,12 +263,9 @@ class RunAgentInput(_Loose):
         )
 
 
-def locate_option(error: HttpError) -> HttpError:
-    """A plan's refusal of the model or tools, named where AG-UI carries them: AG-UI's own
-    ``tools`` are the client's, so a bare "tools" would point at the wrong field."""
-    if error.param in ("model", "tools"):
-        error.param = f"forwardedProps.agentloop.{error.param}"
-    return error
+PLAN_PARAMS = {"model": "forwardedProps.agentloop.model", "tools": "forwardedProps.agentloop.tools"}
+"""Where AG-UI carries the model and tools a plan may refuse: its own ``tools`` are the
+client's, so a bare "tools" would point at the wrong field."""
 
 
 def _text(content: Content, where: str) -> str:
