@@ -130,20 +130,23 @@ def test_bodies_past_the_bounds_are_400s_naming_the_problem(
 
 
 def test_bodies_within_the_bounds_are_served(client: TestClient, llm: ScriptedLLM) -> None:
-    # The OpenAI face ignores unknown fields, so one request can carry every bound at its limit.
+    # AG-UI's "state" takes any JSON (and is left alone), so one request can carry every
+    # bound at its limit.
     llm.respond_with(lambda request: Reply(text="fine"))
-    nested = b"[" * 62 + b"]" * 62  # in the body and "metadata": 64 levels in all
+    nested = b"[" * 62 + b"]" * 62  # in the body and "state": 64 levels in all
     content = b'"\\ud83d\\ude00 \\\\ud800"'
     body = (
-        b'{"model": "groq:m", "messages": [{"role": "user", "content": ' + content + b"}],"
-        b' "metadata": {"nested": ' + nested + b', "big": ' + b"9" * 100 + b', "f": 1e308}}'
+        b'{"threadId": "t", "runId": "r", "forwardedProps": {"agentloop": {"model": "groq:m"}},'
+        b' "messages": [{"id": "m1", "role": "user", "content": ' + content + b"}],"
+        b' "state": {"nested": ' + nested + b', "big": ' + b"9" * 100 + b', "f": 1e308}}'
     )
     response = client.post(
-        "/v1/chat/completions", content=body, headers={**AUTH, "content-type": "application/json"}
+        "/ag-ui", content=body, headers={**AUTH, "content-type": "application/json"}
     )
 
     assert response.status_code == 200, response.text
-    assert response.json()["choices"][0]["message"]["content"] == "fine"
+    assert '"RUN_FINISHED"' in response.text
+    assert '"delta":"fine"' in response.text.replace(" ", "")
     # A surrogate *pair* is one character; an escaped backslash is not an escape.
     assert llm.requests[0].messages[-1]["content"] == "\U0001f600 \\ud800"
 
