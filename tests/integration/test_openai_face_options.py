@@ -1,4 +1,5 @@
-"""The OpenAI face keeps its promises: every request field reaches the model or is refused.
+"""The OpenAI face keeps its promises: every request field reaches the model or is refused,
+and a run with a sub-agent or a client that leaves is answered as OpenAI clients expect.
 
 Through the real openai SDK (and LangChain's ``with_structured_output``) against the app on
 loopback, with the scripted model behind it: sampling fields arrive on every model call of
@@ -17,12 +18,14 @@ import openai
 import pytest
 from pydantic import BaseModel
 
+from agentloop.ask_llm import ask_llm_tool
 from agentloop.events import Done
+from agentloop.models import Usage
 from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
-from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
+from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.integration.test_chat_app import TOKEN, make_service
-from tests.sample_tools import echo
+from tests.sample_tools import echo, sleeper
 
 USER: Any = {"role": "user", "content": "Where is the Eiffel Tower?"}
 GROQ = "groq:llama-3.3-70b-versatile"
@@ -58,7 +61,7 @@ class Served:
 
 @pytest.fixture
 def served(llm: ScriptedLLM) -> Iterator[Served]:
-    service = make_service([echo])
+    service = make_service([echo, sleeper([]), ask_llm_tool()])
     with LoopbackServer(create_app(service), name="openai-options") as server:
         served = Served(server.url)
         service.on_finish.append(lambda done, info: served.finished.append(done))
@@ -293,6 +296,60 @@ def test_chat_accepts_the_same_fields(served: Served, llm: ScriptedLLM) -> None:
     sent = llm.requests[0].body
     assert (sent["temperature"], sent["max_completion_tokens"]) == (0.1, 40)
     assert served.last_run().stop_reason == "completed"
+
+
+# -- runs: a sub-agent, a client that leaves ------------------------------------------------
+
+
+def test_a_subagent_counts_in_usage_and_stays_out_of_the_text(
+    served: Served, llm: ScriptedLLM
+) -> None:
+    def respond(request: RecordedRequest) -> Reply:
+        asked = next(m["content"] for m in request.messages if m["role"] == "user")
+        if asked == "What is A?":
+            return Reply(text="Sub-agent: A is one.", usage=(7, 3))
+        if not any(m["role"] == "tool" for m in request.messages):
+            return Reply(tool_calls=[call("ask_llm", query="What is A?")], usage=(10, 5))
+        return Reply(text="A is 1, says my helper.", usage=(20, 4))
+
+    llm.respond_with(respond)
+    chunks = list(
+        served.client().chat.completions.create(
+            model=GROQ,
+            messages=[{"role": "user", "content": "What is A? Ask a helper."}],
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"agentloop": {"tools": ["ask_llm"]}},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "A is 1, says my helper."  # the sub-agent's text is not the answer
+    usage = chunks[-1].usage
+    assert usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens) == (37, 12)  # every depth
+    assert served.last_run().usage_by_depth == [
+        Usage(prompt_tokens=30, completion_tokens=9),
+        Usage(prompt_tokens=7, completion_tokens=3),
+    ]
+
+
+def test_closing_the_stream_cancels_the_run(served: Served, llm: ScriptedLLM) -> None:
+    llm.respond_with(lambda request: Reply(tool_calls=[call("sleep", label="s", seconds=0.3)]))
+    stream = served.client().chat.completions.create(
+        model=GROQ,
+        messages=[USER],
+        stream=True,
+        extra_body={"agentloop": {"tools": ["sleep"], "max_iterations": 20, "show_tools": True}},
+    )
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break  # "calling `sleep`": the tool is running
+    stream.close()
+
+    done = served.last_run()
+    assert done.stop_reason == "cancelled"
+    assert done.iterations == 1, "no model call after the client left"
+    assert len(llm.requests) == 1
 
 
 # -- LangChain ------------------------------------------------------------------------------
