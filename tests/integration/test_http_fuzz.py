@@ -24,7 +24,7 @@ from tests.helpers import _validator, parse_sse
 from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import echo
 
-ROUTES = ("/chat", "/v1/chat/completions")
+ROUTES = ("/chat", "/v1/chat/completions", "/api/chat", "/ag-ui", "/v1/responses")
 FUZZ = settings(
     max_examples=150,
     deadline=None,
@@ -106,8 +106,16 @@ def check_answer(fuzzed: Fuzzed, route: str, body: bytes, content_type: str | No
     assert fuzzed.log.failures(since=before) == []
 
 
+LAST_EVENTS = {
+    "/ag-ui": {"RUN_FINISHED", "RUN_ERROR"},
+    "/v1/responses": {"response.completed", "response.incomplete", "response.failed"},
+}
+"""What a stream of these faces ends with (the others end with ``data: [DONE]``)."""
+
+
 def check_success(route: str, response: httpx.Response) -> None:
-    """A 200 is a whole answer: a stream ending in ``done`` / ``[DONE]``, or a completion."""
+    """A 200 is a whole answer: a stream ending in ``done`` / ``[DONE]`` / its protocol's
+    last event, or one completion / response object."""
     if response.headers["content-type"].startswith("text/event-stream"):
         lines = response.text.splitlines()
         if route == "/chat":
@@ -116,11 +124,19 @@ def check_success(route: str, response: httpx.Response) -> None:
                 if data is not None:
                     _validator.validate(data)
             assert frames[-1][0] == "done"
+            return
+        chunks = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
+        if route in LAST_EVENTS:
+            assert json.loads(chunks[-1])["type"] in LAST_EVENTS[route]
         else:
-            chunks = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
             assert chunks[-1] == "[DONE]"
-            for chunk in chunks[:-1]:
-                assert isinstance(json.loads(chunk), dict)
+            chunks = chunks[:-1]
+        for chunk in chunks:
+            assert isinstance(json.loads(chunk), dict)
+    elif route == "/v1/responses":
+        answer = response.json()
+        assert answer["object"] == "response"
+        assert isinstance(answer["output"][0]["content"][0]["text"], str)
     else:
         assert route == "/v1/chat/completions"
         completion = response.json()
@@ -168,6 +184,15 @@ MESSAGE = st.fixed_dictionaries(
     optional={"tool_calls": JSON_VALUES, "tool_call_id": st.text(max_size=6), "name": JSON_VALUES},
 )
 USER_MESSAGE = st.fixed_dictionaries({"role": st.just("user"), "content": st.text(max_size=30)})
+FORMATS = st.sampled_from(
+    [
+        {"type": "text"},
+        {"type": "json_object"},
+        {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
+        {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 5}}},
+        {"type": "json_schema"},
+    ]
+)
 MODELS = st.sampled_from(
     ["groq:m", "openai:gpt-4o-mini", "agentloop", "mistral:large", "gpt-4o", "groq:", ""]
 )
@@ -207,6 +232,80 @@ REQUESTS = st.fixed_dictionaries(
         )
         | JSON_VALUES,
         "surprise": JSON_VALUES,
+        # the OpenAI face's sampling fields and response_format; /chat's own
+        "temperature": st.floats(-1, 3) | JSON_VALUES,
+        "max_tokens": st.integers(-1, 10**7) | JSON_VALUES,
+        "n": st.integers(0, 3) | JSON_VALUES,
+        "stop": TEXT | st.lists(TEXT, max_size=6) | JSON_VALUES,
+        "response_format": FORMATS | JSON_VALUES,
+        "sampling": st.fixed_dictionaries({}, optional={"temperature": JSON_VALUES}) | JSON_VALUES,
+    },
+)
+
+# The other faces' request shapes: the AI SDK's UI messages, AG-UI's input, Responses' input.
+UI_PART = st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}) | st.fixed_dictionaries(
+    {"type": st.sampled_from(["tool-echo", "dynamic-tool", "file", "data-x", "reasoning", "?"])},
+    optional={
+        "toolCallId": TEXT,
+        "state": st.sampled_from(["output-available", "output-error", "input-available"]),
+        "input": JSON_VALUES,
+        "output": JSON_VALUES,
+        "errorText": TEXT,
+        "toolName": TEXT,
+        "text": TEXT,
+    },
+)
+UI_MESSAGE = st.fixed_dictionaries(
+    {
+        "id": TEXT,
+        "role": st.sampled_from(["user", "assistant", "system"]) | JSON_VALUES,
+        "parts": st.lists(UI_PART, max_size=3) | JSON_VALUES,
+    }
+)
+UI_REQUESTS = st.fixed_dictionaries(
+    {
+        "messages": st.lists(UI_MESSAGE, max_size=3).map(
+            lambda m: [*m, {"id": "u", "role": "user", "parts": [{"type": "text", "text": "q"}]}]
+        )
+        | st.lists(UI_MESSAGE, max_size=3)
+    },
+    optional={"id": TEXT, "trigger": TEXT, "messageId": TEXT, "agentloop": JSON_VALUES},
+)
+AG_UI_MESSAGE = st.fixed_dictionaries(
+    {
+        "id": TEXT,
+        "role": ROLES | st.sampled_from(["developer", "reasoning"]),
+        "content": TEXT | JSON_VALUES,
+    },
+    optional={"toolCalls": JSON_VALUES, "toolCallId": TEXT},
+)
+AG_UI_REQUESTS = st.fixed_dictionaries(
+    {
+        "threadId": TEXT,
+        "runId": TEXT,
+        "messages": st.lists(AG_UI_MESSAGE, max_size=3).map(
+            lambda m: [*m, {"id": "u", "role": "user", "content": "q"}]
+        )
+        | st.lists(AG_UI_MESSAGE, max_size=3),
+    },
+    optional={
+        "state": JSON_VALUES,
+        "tools": st.just([]) | JSON_VALUES,
+        "context": st.lists(st.fixed_dictionaries({"description": TEXT, "value": TEXT}))
+        | JSON_VALUES,
+        "forwardedProps": st.fixed_dictionaries({"agentloop": JSON_VALUES}) | JSON_VALUES,
+    },
+)
+RESPONSES_REQUESTS = st.fixed_dictionaries(
+    {"input": TEXT | st.lists(MESSAGE, max_size=3) | JSON_VALUES},
+    optional={
+        "model": MODELS | JSON_VALUES,
+        "stream": st.booleans(),
+        "instructions": TEXT | JSON_VALUES,
+        "text": st.fixed_dictionaries({"format": FORMATS | JSON_VALUES}) | JSON_VALUES,
+        "max_output_tokens": st.integers(-1, 100) | JSON_VALUES,
+        "previous_response_id": TEXT,
+        "agentloop": JSON_VALUES,
     },
 )
 
@@ -223,6 +322,25 @@ def test_json_values_never_get_a_5xx(
 ) -> None:
     body = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     check_answer(fuzzed, route, body, content_type)
+
+
+@FUZZ
+@given(
+    route_and_value=st.sampled_from(
+        [
+            ("/api/chat", UI_REQUESTS),
+            ("/ag-ui", AG_UI_REQUESTS),
+            ("/v1/responses", RESPONSES_REQUESTS),
+        ]
+    ).flatmap(lambda pair: st.tuples(st.just(pair[0]), pair[1])),
+    ascii_only=st.booleans(),
+)
+def test_each_faces_own_shapes_never_get_a_5xx(
+    fuzzed: Fuzzed, route_and_value: tuple[str, Any], ascii_only: bool
+) -> None:
+    route, value = route_and_value
+    body = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    check_answer(fuzzed, route, body, "application/json")
 
 
 def nested(depth: int, closed: bool) -> bytes:
