@@ -125,7 +125,7 @@ class Agentloop(Contender):
     label = "agentloop (Groq provider)"
     provider = "groq"
     imports = (
-        "from agentloop.chat import ChatContext, handle_chat\n"
+        "from agentloop.chat import AgentSetup, ChatContext, handle_chat\n"
         "from agentloop.config import AgentConfig\n"
         "from agentloop.models import ChatRequest, UserMessage\n"
         "from agentloop.tools.base import tool\n"
@@ -135,7 +135,7 @@ class Agentloop(Contender):
     compaction = True
 
     async def start(self, base_url: str) -> None:
-        from agentloop.chat import ChatContext, handle_chat
+        from agentloop.chat import AgentSetup, ChatContext, handle_chat
         from agentloop.config import AgentConfig
         from agentloop.events import Done, TextDelta
         from agentloop.models import ChatRequest, UserMessage
@@ -149,8 +149,10 @@ class Agentloop(Contender):
             OPENAI_API_KEY=API_KEY,
         )
         self.model = f"{self.provider}:{GROQ_MODEL if self.provider == 'groq' else OPENAI_MODEL}"
-        self.config = AgentConfig(compaction=self.compaction)
-        self.registry = ToolRegistry(TOOLS)
+        # Built once, as the chat app builds its AgentSetup once per process.
+        self.setup = AgentSetup(
+            config=AgentConfig(compaction=self.compaction), tools=ToolRegistry(TOOLS)
+        )
         self._types = (ChatContext, handle_chat, ChatRequest, UserMessage, Done, TextDelta)
         self.prompt_tokens = 0
 
@@ -164,7 +166,7 @@ class Agentloop(Contender):
             max_iterations=20,
             token_budget=1_000_000,
         )
-        context = chat_context(config=self.config, tools=self.registry)
+        context = chat_context(setup=self.setup)
         answer = ""
         async for event in handle_chat(request, context):
             if isinstance(event, text_type) and event.depth == 0:

@@ -50,7 +50,7 @@ from agentloop.models import ChatRequest
 from agentloop.plan import RunPlan
 from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.secret_store import load_provider_keys, read_secret
-from agentloop.sse import heartbeat, sse_frames
+from agentloop.sse import event_frames, heartbeat
 from agentloop.tools.execute_code import execute_code_mode
 from agentloop.tools.registry import ToolRegistry
 
@@ -422,7 +422,7 @@ async def chat(request: Request) -> Response:
     service = _service(request)
     raw, who = await read_request_json(request, service)
     run = start_run(request, service, who, validate_model(ChatRequest, raw))
-    return stream_response(run, sse_frames(run.events), service)
+    return stream_response(run, event_frames(run.events), service)
 
 
 T = TypeVar("T")

@@ -22,7 +22,8 @@ def encode_event(event: Event) -> bytes:
     return f"event: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
 
 
-async def _encoded(events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+async def event_frames(events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+    """``/chat``'s frames: every event as an SSE message; closing this closes ``events``."""
     try:
         async for event in events:
             yield encode_event(event)
@@ -30,11 +31,6 @@ async def _encoded(events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
         aclose = getattr(events, "aclose", None)
         if aclose is not None:
             await aclose()
-
-
-def sse_frames(events: AsyncIterator[Event], heartbeat_s: float = 10.0) -> AsyncIterator[bytes]:
-    """``/chat``'s stream: ``events`` as SSE messages, with heartbeats."""
-    return heartbeat(_encoded(events), heartbeat_s)
 
 
 async def heartbeat(
