@@ -85,6 +85,12 @@ def check_run_invariants(request: ChatRequest, events: Sequence[Event]) -> None:
         shown = client_answer(events, done.run_id)
         assert shown == done.text, f"run {done.run_id}: shown {shown!r} != done {done.text!r}"
     top = [e for e in events if isinstance(e, Done) and e.depth == 0][-1]
+    if top.resume is not None:  # paused: continued with the token, calls still waiting
+        assert top.pending, "a resume token goes with the calls that wait"
+        ChatRequest(
+            messages=[*request.messages, *top.messages], model=request.model, resume=top.resume
+        )
+        return
     ChatRequest(
         messages=[*request.messages, *top.messages, UserMessage(content="And then?")],
         model=request.model,

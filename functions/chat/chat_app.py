@@ -393,7 +393,7 @@ def start_run(
     ``params`` names the request fields a plan refusal is about (``model``, ``tools``,
     ``response_format``) where the face's protocol carries them."""
     try:
-        plan = plan_request(chat_request, service.config, service.tools)
+        plan = plan_request(chat_request, service.config, service.tools, service.setup.signer)
     except HttpError as exc:
         if params is not None and exc.param in params:
             exc.param = params[exc.param]

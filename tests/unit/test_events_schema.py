@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 
 from agentloop.events import (
     EVENT_ADAPTER,
+    ApprovalRequest,
     Done,
     ErrorEvent,
     Event,
@@ -71,6 +72,7 @@ SAMPLES: list[_Event] = [
     ModelSwitched(from_model="groq:a", to_model="openai:b", reason="HTTP 503"),
     ErrorEvent(code="provider", message="groq answered HTTP 500"),
     TextReset(iteration=2, reason="the provider's stream was cut; retrying the turn"),
+    ApprovalRequest(call_id="call_2", name="send_email", arguments='{"to": "a@example.com"}'),
     Done(
         text="The answer.",
         stop_reason="completed",

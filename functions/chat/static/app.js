@@ -564,6 +564,9 @@
     deadline: "stopped at the time limit",
     cancelled: "cancelled",
     error: "ended with an error",
+    approval_required: "waiting for your approval",
+    client_tools: "waiting for the client's tools",
+    suspended: "suspended until its next invocation",
   };
 
   const ERROR_CODES = {

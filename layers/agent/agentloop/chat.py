@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloop.config import AgentConfig, ConfigurationError
+from agentloop.continuation import Signer
 from agentloop.events import (
     Done,
     ErrorCode,
@@ -30,7 +31,7 @@ from agentloop.llm.registry import get_model
 from agentloop.llm.resilient import ResilientModel, RetryPolicy
 from agentloop.logs import REQUEST_ID
 from agentloop.loop import AgentLoop, Emitter, RunLimits
-from agentloop.models import ChatRequest
+from agentloop.models import ChatRequest, RunProgress
 from agentloop.plan import PlanError, RunPlan, check_model_allowed, clamped_limits, plan_run
 from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry
@@ -48,6 +49,8 @@ class AgentSetup:
     config: AgentConfig = field(default_factory=AgentConfig.from_env)
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     model_factory: Callable[[str], ChatModel] = get_model
+    signer: Signer = field(default_factory=Signer.from_env)
+    """Signs and checks the tokens of paused runs (``continuation.py``)."""
 
 
 @dataclass
@@ -68,6 +71,11 @@ class ChatContext:
     request_id: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     run_id: str | None = None
+    progress: RunProgress | None = None
+    """Server-side continuation (research jobs): what the run had done in earlier invocations."""
+    suspend_at_deadline: bool = False
+    """At the deadline, end at once with ``suspended`` (no final answer): the caller goes on
+    in another invocation from ``done.messages`` and the progress."""
 
     @property
     def config(self) -> AgentConfig:
@@ -124,7 +132,7 @@ async def _produce(
     if context.request_id is not None:  # this task's context: the run's tasks inherit it
         REQUEST_ID.set(context.request_id)
     try:
-        plan = plan or plan_run(request, context.config, context.tools)
+        plan = plan or plan_run(request, context.config, context.tools, context.setup.signer)
         loop = _prepare(plan, request, context, emit)
     except (ConfigurationError, PlanError) as exc:
         logger.warning("chat request refused: %s", exc)
@@ -169,8 +177,11 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
     spec, tools, max_iterations = plan.model, plan.tools, plan.max_iterations
     model = _model_chain(spec, context, emit)
     budget = context.budget
+    progress = plan.resumption.progress if plan.resumption else context.progress
     if budget is None:  # a top-level run: its own budget, shared by any nested runs
         budget = TokenBudget(plan.token_budget, final_reserve=config.final_answer_reserve)
+        for depth, spent in enumerate(progress.usage_by_depth if progress else ()):
+            budget.charge(spent, depth)  # a continued run goes on with what it had spent
     emit(
         RunStart(
             model=spec,
@@ -191,10 +202,16 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
             cancel=context.cancel,
         ),
         emit=emit,
-        conversation=list(request.messages),
+        conversation=list(plan.resumption.conversation if plan.resumption else request.messages),
         tool_extras=context.extras,
         sampling=plan.sampling,
         output=plan.output,
+        approval_tools=plan.approval_tools,
+        client_tools=plan.client_tools,
+        resumption=plan.resumption,
+        iterations=progress.iterations if progress else 0,
+        signer=context.setup.signer,
+        suspend_at_deadline=context.suspend_at_deadline,
         run_info=RunInfo(
             config=config,
             model=spec,

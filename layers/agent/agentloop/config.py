@@ -48,6 +48,9 @@ class AgentConfig(BaseModel):
     tool_timeout_s: float = Field(default=30.0, gt=0)
     tool_result_max_chars: int = Field(default=8_000, ge=200)
 
+    approval_tools: tuple[str, ...] = Field(
+        default=(), description="Tools whose calls wait for a person's approval."
+    )
     max_depth: int = Field(
         default=1, ge=0, description="Sub-agent nesting: 1 lets the top level use ask_llm."
     )

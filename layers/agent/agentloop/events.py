@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agentloop.models import Message, StopReason, Usage
+from agentloop.models import Message, PendingCall, StopReason, Usage
 
 
 class _Event(BaseModel):
@@ -73,6 +73,16 @@ class ToolCallResult(_Event):
     ok: bool
     duration_ms: float
     content: str = Field(description="The tool result exactly as the model sees it.")
+
+
+class ApprovalRequest(_Event):
+    """A call that does not run until a person approves it; the run pauses after its turn
+    (``done.stop_reason == "approval_required"``)."""
+
+    type: Literal["approval_request"] = "approval_request"
+    call_id: str
+    name: str
+    arguments: str = Field(description="The arguments as the model wrote them (JSON text).")
 
 
 class SubagentStart(_Event):
@@ -136,6 +146,15 @@ class Done(_Event):
         description="Messages to append to the conversation to continue it: assistant tool "
         "calls, tool results and the final answer."
     )
+    pending: list[PendingCall] = Field(
+        default_factory=list,
+        description="A paused run's calls that wait for the client (approval or a result).",
+    )
+    resume: str | None = Field(
+        default=None,
+        description="A paused run's token: send it back with the conversation (and approvals, "
+        "or the client tools' results) to continue the run.",
+    )
 
 
 Event = Annotated[
@@ -145,6 +164,7 @@ Event = Annotated[
     | TextReset
     | ToolCallStart
     | ToolCallResult
+    | ApprovalRequest
     | SubagentStart
     | SubagentFinish
     | UsageReport

@@ -22,6 +22,7 @@ from typing import Any, NoReturn, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agentloop.config import AgentConfig, ConfigurationError
+from agentloop.continuation import Signer
 from agentloop.limits import Deadline
 from agentloop.models import ChatRequest
 from agentloop.plan import PlanError, RunPlan, plan_run
@@ -288,10 +289,12 @@ def validate_model(model: type[M], raw: Any) -> M:
         ) from exc
 
 
-def plan_request(request: ChatRequest, config: AgentConfig, tools: ToolRegistry) -> RunPlan:
+def plan_request(
+    request: ChatRequest, config: AgentConfig, tools: ToolRegistry, signer: Signer | None = None
+) -> RunPlan:
     """The run's plan, or a 422 naming the model or tools the server will not run."""
     try:
-        return plan_run(request, config, tools)
+        return plan_run(request, config, tools, signer)
     except PlanError as exc:
         kind = {"model": "invalid_model", "tools": "invalid_tools"}.get(
             exc.param, "invalid_request"

@@ -21,7 +21,9 @@ from typing import Any, Literal, TypeVar
 
 from agentloop.config import AgentConfig
 from agentloop.context import CompactionSettings, compact_view
+from agentloop.continuation import Continuation, Resumption, Signer, conversation_hash
 from agentloop.events import (
+    ApprovalRequest,
     Done,
     ErrorCode,
     ErrorEvent,
@@ -39,8 +41,11 @@ from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, ProviderError
 from agentloop.llm.untrusted import clean_text
 from agentloop.models import (
     AssistantMessage,
+    ClientTool,
     FunctionCall,
     Message,
+    PendingCall,
+    RunProgress,
     Sampling,
     StopReason,
     SystemMessage,
@@ -134,7 +139,16 @@ class LimitReached:
     streamed: str = ""
 
 
-Ending = Answered | Stopped | LimitReached
+@dataclass(frozen=True)
+class Paused:
+    """The run stops here, to be continued: calls wait for the client (``approval_required``,
+    ``client_tools``), or the invocation's deadline came (``suspended``)."""
+
+    stop: Literal["approval_required", "client_tools", "suspended"]
+    pending: list[PendingCall] = field(default_factory=list)
+
+
+Ending = Answered | Stopped | LimitReached | Paused
 """One typed outcome per way a run ends; :meth:`AgentLoop._end` turns it into ``done``."""
 
 
@@ -208,6 +222,12 @@ class AgentLoop:
     sampling: Sampling | None = None
     output: OutputFormat | None = None
     """The answer's required shape: told to the model, checked before the run ends."""
+    approval_tools: frozenset[str] = frozenset()
+    client_tools: tuple[ClientTool, ...] = ()
+    resumption: Resumption | None = None
+    """The paused run this one continues: its decided calls run first."""
+    signer: Signer | None = None
+    suspend_at_deadline: bool = False
 
     iterations: int = 0
     new_messages: list[Message] = field(default_factory=list)
@@ -233,7 +253,9 @@ class AgentLoop:
         if self.output is not None:
             self._call_fields["response_format"] = self.output.wire()
         self._wire = to_wire([system, *self.conversation])
-        self._tool_defs = self.tools.definitions() or None
+        client_defs = [t.model_dump(exclude_none=True) for t in self.client_tools]
+        self._client_names = frozenset(t.function.name for t in self.client_tools)
+        self._tool_defs = [*self.tools.definitions(), *client_defs] or None
         self._tool_chars = len(json.dumps(self._tool_defs)) if self._tool_defs else 0
         self._executor = ToolExecutor(
             registry=self.tools,
@@ -257,6 +279,8 @@ class AgentLoop:
     async def run(self) -> Done:
         """Run to a stop and emit ``done``; never raises (but ``CancelledError``)."""
         try:
+            if self.resumption is not None:
+                await self._resume_round(self.resumption)
             return await self._end(await self._iterate())
         except Exception as exc:  # the last line of defence: the stream must still end well
             logger.exception("agent loop failed")
@@ -297,7 +321,9 @@ class AgentLoop:
                     continue
                 return ending
             if turn.tool_calls:
-                await self._tool_round(turn)
+                paused = await self._tool_round(turn)
+                if paused is not None:
+                    return paused
                 continue
             if turn.text.strip():
                 ending = self._answered(turn.text)
@@ -532,17 +558,64 @@ class AgentLoop:
 
     # -- tools ----------------------------------------------------------------------------
 
-    async def _tool_round(self, turn: ModelTurn) -> None:
-        """Run one turn's calls concurrently (bounded); results go in the order asked for."""
+    def _waits(self, call: ToolCall) -> Literal["approval", "client"] | None:
+        """Whether a call waits for the client rather than running now."""
+        if call.name in self._client_names:
+            return "client"
+        if call.name in self.approval_tools and self.emit.depth == 0:
+            return "approval"
+        return None
+
+    async def _tool_round(self, turn: ModelTurn) -> Paused | None:
+        """Run one turn's calls concurrently (bounded); results go in the order asked for.
+
+        Calls that wait for the client (approval, the client's own tools) do not run: the
+        others do, and the run pauses after the round."""
         self._append(AssistantMessage(content=turn.text or None, tool_calls=turn.tool_calls))
-        gate = asyncio.Semaphore(self.config.tool_concurrency)
+        problems = dict(turn.call_problems)
+        if self.emit.depth > 0:
+            for call in turn.tool_calls:
+                if call.name in self.approval_tools:
+                    problems[call.id] = (
+                        f"{call.name} needs a person's approval, which a sub-agent cannot ask "
+                        "for; leave it to the agent that asked you"
+                    )
+        waiting = [
+            PendingCall(call_id=c.id, name=c.name, arguments=c.arguments, kind=kind)
+            for c in turn.tool_calls
+            if c.id not in problems and (kind := self._waits(c)) is not None
+        ]
+        held = {p.call_id for p in waiting}
+        runnable = [c for c in turn.tool_calls if c.id not in held]
         names = [call.name for call in turn.tool_calls]
+        contents = await self._run_calls(runnable, problems, names)
+        for call, content in zip(runnable, contents, strict=True):
+            self._append(ToolMessage(tool_call_id=call.id, content=content))
+        if runnable:
+            self._answer.clear()  # a client's answer starts again after the tool results
+        if not waiting:
+            return None
+        for pending in waiting:
+            if pending.kind == "approval":
+                self.emit(
+                    ApprovalRequest(
+                        call_id=pending.call_id, name=pending.name, arguments=pending.arguments
+                    )
+                )
+        kinds = {p.kind for p in waiting}
+        return Paused("approval_required" if "approval" in kinds else "client_tools", waiting)
+
+    async def _run_calls(
+        self, calls: list[ToolCall], problems: dict[str, str], names: list[str]
+    ) -> list[str]:
+        """Run ``calls`` concurrently (bounded), with their events; their results, in order."""
+        gate = asyncio.Semaphore(self.config.tool_concurrency)
 
         async def run_one(call: ToolCall) -> str:
             async with gate:
                 self.emit(ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments))
                 started = time.perf_counter()
-                problem = turn.call_problems.get(call.id)
+                problem = problems.get(call.id)
                 if problem is not None:  # written wrongly by the model: answered, not run
                     result = self._executor.refuse(problem)
                 else:
@@ -560,15 +633,38 @@ class AgentLoop:
                 self._records.append(_ToolRecord(call, result.ok, content))
                 return content
 
-        contents = await asyncio.gather(*(run_one(call) for call in turn.tool_calls))
-        for call, content in zip(turn.tool_calls, contents, strict=True):
+        return list(await asyncio.gather(*(run_one(call) for call in calls)))
+
+    async def _resume_round(self, resumption: Resumption) -> None:
+        """A continued run's first step: the approved calls run, the denied ones are answered
+        with the reason; the client tools' results are in the conversation already."""
+        denied = {p.call_id: reason for p, reason in resumption.denied}
+        decided = [*resumption.approved, *(p for p, _ in resumption.denied)]
+        calls = [
+            ToolCall(id=p.call_id, function=FunctionCall(name=p.name, arguments=p.arguments))
+            for p in decided
+        ]
+        problems = {
+            call_id: "a person denied this call" + (f": {reason}" if reason else "")
+            for call_id, reason in denied.items()
+        }
+        contents = await self._run_calls(calls, problems, [c.name for c in calls])
+        for call, content in zip(calls, contents, strict=True):
             self._append(ToolMessage(tool_call_id=call.id, content=content))
-        self._answer.clear()  # a client's answer starts again after the tool results
 
     # -- ending ---------------------------------------------------------------------------
 
     async def _end(self, ending: Ending) -> Done:
         """The answer for how the run ended, then ``done``: the one way every run ends."""
+        if (
+            isinstance(ending, LimitReached)
+            and ending.limit == "deadline"
+            and self.suspend_at_deadline
+        ):
+            self._void_answer("the run is suspended until its next invocation")
+            ending = Paused("suspended")
+        if isinstance(ending, Paused):
+            return self._pause(ending)
         if isinstance(ending, Answered):
             return self._close("completed", ending.text)
         if isinstance(ending, Stopped):
@@ -652,6 +748,42 @@ class AgentLoop:
     def _append(self, message: Message) -> None:
         self.new_messages.append(message)
         self._wire.extend(to_wire([message]))
+
+    def _pause(self, paused: Paused) -> Done:
+        """End a run that will be continued: no answer, and (for calls that wait for the
+        client) the signed token the client sends back with its decisions or results."""
+        budget = self.limits.budget
+        resume = None
+        if paused.pending:
+            if self.signer is None:
+                raise RuntimeError("a run that can pause needs a signer")
+            kept = self.resumption.prefix_length if self.resumption else len(self.conversation)
+            prefix = self.conversation[:kept]
+            tail = [*self.conversation[kept:], *self.new_messages]
+            resume = self.signer.sign(
+                Continuation(
+                    prefix_length=kept,
+                    prefix_hash=conversation_hash(prefix),
+                    tail=to_wire(tail),
+                    pending=paused.pending,
+                    progress=RunProgress(
+                        iterations=self.iterations, usage_by_depth=list(budget.root.usage_by_depth)
+                    ),
+                )
+            )
+        return self.emit(
+            Done(
+                text="".join(self._answer),
+                stop_reason=paused.stop,
+                iterations=self.iterations,
+                usage=budget.usage,
+                usage_by_depth=list(budget.usage_by_depth) if budget.parent is None else [],
+                budget_remaining=budget.root.remaining,
+                messages=list(self.new_messages),
+                pending=paused.pending,
+                resume=resume,
+            )
+        )
 
     def _close(self, stop: StopReason, text: str, *, streamed: bool = True) -> Done:
         """Stream the answer unless it was, record it, and emit ``done``: the only place a

@@ -11,7 +11,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-StopReason = Literal["completed", "max_iterations", "budget", "deadline", "cancelled", "error"]
+StopReason = Literal[
+    "completed",
+    "max_iterations",
+    "budget",
+    "deadline",
+    "cancelled",
+    "error",
+    "approval_required",
+    "client_tools",
+    "suspended",
+]
+"""How a run ended. The last three pause it, to be continued by another request (see
+``continuation.py``) or, for ``suspended``, by the server in another invocation."""
 
 
 class _Strict(BaseModel):
@@ -155,6 +167,45 @@ class ResponseFormat(_Strict):
         return self
 
 
+class Approval(_Strict):
+    """A person's decision on a call that waited for approval."""
+
+    call_id: str = Field(min_length=1, max_length=128)
+    approved: bool
+    reason: str | None = Field(default=None, max_length=2_000)
+
+
+class FunctionSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = Field(default=None, max_length=10_000)
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ClientTool(_Strict):
+    """A tool the client declares and runs itself (OpenAI's function tool shape)."""
+
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+
+class PendingCall(_Strict):
+    """A call of a paused run that waits for the client: a person's approval, or (``client``)
+    the result of a tool the client runs itself."""
+
+    call_id: str
+    name: str
+    arguments: str
+    kind: Literal["approval", "client"]
+
+
+class RunProgress(_Strict):
+    """What a run had done when it paused: it goes on from here, never from the start."""
+
+    iterations: int = Field(default=0, ge=0)
+    usage_by_depth: list[Usage] = Field(default_factory=list, max_length=16)
+
+
 class ChatRequest(_Strict):
     """What a client sends: the conversation so far plus optional per-request limits.
 
@@ -175,19 +226,41 @@ class ChatRequest(_Strict):
     token_budget: int | None = Field(default=None, ge=1)
     sampling: Sampling | None = None
     response_format: ResponseFormat | None = None
+    approval_tools: list[Annotated[str, Field(max_length=128)]] | None = Field(
+        default=None,
+        max_length=100,
+        description="More tools whose calls wait for a person's approval in this request "
+        "(added to the server's AGENTLOOP_APPROVAL_TOOLS, never removing any).",
+    )
+    client_tools: list[ClientTool] | None = Field(
+        default=None,
+        max_length=64,
+        description="Tools the client runs itself: offered to the model; a call to one pauses "
+        "the run (stop reason client_tools) until the client sends its result.",
+    )
+    approvals: list[Approval] | None = Field(default=None, max_length=64)
+    resume: str | None = Field(
+        default=None,
+        max_length=500_000,
+        description="The token a paused run's done carried, to continue that run.",
+    )
 
     @model_validator(mode="after")
     def _conversation_is_well_formed(self) -> ChatRequest:
-        check_conversation(self.messages)
+        # Continuing a paused run (checked against its token when planned), the last turn's
+        # calls may still wait.
+        check_conversation(self.messages, resuming=self.resume is not None or bool(self.approvals))
         return self
 
 
-def check_conversation(messages: list[Message]) -> None:
+def check_conversation(messages: list[Message], *, resuming: bool = False) -> None:
     """Reject histories every provider would reject, with a message naming the problem.
 
     Tool results must answer a tool call made earlier in the conversation, every tool
     call must have its result before the next non-tool message, and the conversation
-    must end with the user's turn.
+    must end with the user's turn or with tool results (a continuation: the results of
+    the client's own tools). ``resuming`` a paused run, the last turn's calls may still wait
+    for results: the resume token says which (checked when the run is planned).
     """
     pending: set[str] = set()
     for index, message in enumerate(messages):
@@ -206,7 +279,9 @@ def check_conversation(messages: list[Message]) -> None:
             )
         if isinstance(message, AssistantMessage) and message.tool_calls:
             pending = {call.id for call in message.tool_calls}
+    if resuming:
+        return
     if pending:
         raise ValueError(f"tool call(s) {sorted(pending)} have no tool result")
-    if not isinstance(messages[-1], UserMessage):
-        raise ValueError("the last message must be the user's (role 'user')")
+    if not isinstance(messages[-1], UserMessage | ToolMessage):
+        raise ValueError("the last message must be the user's (role 'user') or a tool result")

@@ -16,16 +16,21 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentloop.config import AgentConfig, ConfigurationError
+from agentloop.continuation import ContinuationError, Resumption, Signer, resume
 from agentloop.llm.registry import parse_model_spec
-from agentloop.models import ChatRequest, Sampling
+from agentloop.models import ChatRequest, ClientTool, Sampling
 from agentloop.output_format import OutputFormat, OutputFormatError
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
+
+PlanParam = Literal[
+    "model", "tools", "response_format", "approval_tools", "client_tools", "resume", "approvals"
+]
 
 
 class PlanError(ValueError):
     """A request this server will not run; ``param`` is the request field at fault."""
 
-    def __init__(self, message: str, param: Literal["model", "tools", "response_format"]) -> None:
+    def __init__(self, message: str, param: PlanParam) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
@@ -42,6 +47,11 @@ class RunPlan:
     sampling: Sampling | None = None
     output: OutputFormat | None = None
     """The final answer's required shape (``response_format``); None: plain text."""
+    approval_tools: frozenset[str] = frozenset()
+    """Tools whose calls wait for a person's approval (the server's and the request's)."""
+    client_tools: tuple[ClientTool, ...] = ()
+    resumption: Resumption | None = None
+    """A paused run this request continues (checked: see ``continuation.py``)."""
 
 
 def check_model_allowed(spec: str, config: AgentConfig) -> None:
@@ -60,8 +70,15 @@ def clamped_limits(request: ChatRequest, config: AgentConfig) -> tuple[int, int]
     )
 
 
-def plan_run(request: ChatRequest, config: AgentConfig, registry: ToolRegistry) -> RunPlan:
-    """The plan for ``request`` on a server with ``config`` and ``registry``, or PlanError."""
+def plan_run(
+    request: ChatRequest,
+    config: AgentConfig,
+    registry: ToolRegistry,
+    signer: Signer | None = None,
+) -> RunPlan:
+    """The plan for ``request`` on a server with ``config`` and ``registry``, or PlanError.
+
+    ``signer`` checks a paused run's continuation; without one, none is accepted."""
     spec = request.model or config.default_model
     try:
         check_model_allowed(spec, config)
@@ -77,5 +94,31 @@ def plan_run(request: ChatRequest, config: AgentConfig, registry: ToolRegistry) 
         output = OutputFormat.of(request.response_format)
     except OutputFormatError as exc:
         raise PlanError(str(exc), "response_format") from exc
+    approval_tools = frozenset(config.approval_tools) | frozenset(request.approval_tools or ())
+    unknown = sorted(approval_tools - set(registry.names) - set(config.approval_tools))
+    if unknown:
+        raise PlanError(f"approval_tools: no such tool(s) here: {unknown}", "approval_tools")
+    client_tools = tuple(request.client_tools or ())
+    clashes = sorted({t.function.name for t in client_tools} & set(registry.names))
+    if clashes:
+        raise PlanError(f"client_tools: named like a server tool: {clashes}", "client_tools")
+    resumption = None
+    if request.resume is not None or request.approvals:
+        if signer is None:
+            raise PlanError("resume: this server does not continue paused runs", "resume")
+        try:
+            resumption = resume(request, signer)
+        except ContinuationError as exc:
+            raise PlanError(exc.message, exc.param) from exc
     max_iterations, token_budget = clamped_limits(request, config)
-    return RunPlan(spec, tools, max_iterations, token_budget, request.sampling, output)
+    return RunPlan(
+        spec,
+        tools,
+        max_iterations,
+        token_budget,
+        request.sampling,
+        output,
+        approval_tools,
+        client_tools,
+        resumption,
+    )

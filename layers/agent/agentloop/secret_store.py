@@ -24,8 +24,10 @@ PROVIDER_KEY_NAMES: tuple[str, ...] = (
     "OPENAI_API_KEY",
     "TAVILY_API_KEY",
     "BRAVE_API_KEY",
+    "AGENTLOOP_SIGNING_KEY",
 )
-"""Keys copied from the secret into the environment, where the SDKs and tools look for them."""
+"""Keys copied from the secret into the environment, where the SDKs, the tools and the
+signer of paused runs (``continuation.Signer``) look for them."""
 
 
 def read_secret(secret_id: str, max_age_s: int = DEFAULT_MAX_AGE_S) -> dict[str, Any]:
