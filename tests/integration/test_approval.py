@@ -286,3 +286,53 @@ def test_a_request_may_add_approval_tools_but_not_remove_them(
 
     error = refused(client, {"messages": [USER], "approval_tools": ["rm_rf"]})
     assert error["param"] == "approval_tools"
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city (runs in the client).",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def test_client_tools_pause_for_their_results(client: TestClient, llm: ScriptedLLM) -> None:
+    weather, echoed = call("get_weather", city="Paris"), call("echo", text="hi")
+    llm.script(Reply(tool_calls=[weather, echoed]), Reply(text="Sunny, and hi."))
+    _, paused = run(client, {"messages": [USER], "client_tools": [WEATHER]})
+    assert llm.requests[0].tool_names == ["double", "echo", "get_weather"]
+    assert paused.stop_reason == "client_tools"
+    assert [(p.call_id, p.kind) for p in paused.pending] == [(weather.id, "client")]
+
+    result = {"role": "tool", "tool_call_id": weather.id, "content": "sunny"}
+    _, done = run(
+        client,
+        {
+            "messages": [USER, *[m.model_dump() for m in paused.messages], result],
+            "resume": paused.resume,
+            "client_tools": [WEATHER],
+        },
+    )
+    assert done.text == "Sunny, and hi."
+    results = tool_results(llm.requests[-1])
+    assert results[weather.id] == "sunny"
+    assert echoed.id in results
+    assert all(m.role != "tool" or m.tool_call_id != weather.id for m in done.messages)
+
+    # The client's result is missing, or one comes for a call that does not wait.
+    for messages in (
+        [USER, *[m.model_dump() for m in paused.messages]],
+        [USER, *[m.model_dump() for m in paused.messages], {**result, "tool_call_id": "nope"}],
+    ):
+        error = refused(
+            client, {"messages": messages, "resume": paused.resume, "client_tools": [WEATHER]}
+        )
+        assert error["param"] in ("resume", None), error
+
+
+def test_a_client_tool_may_not_shadow_a_server_tool(client: TestClient) -> None:
+    shadow = {"type": "function", "function": {"name": "echo"}}
+    error = refused(client, {"messages": [USER], "client_tools": [shadow]})
+    assert error["param"] == "client_tools"
