@@ -521,6 +521,7 @@
     maxIterations: "",
     tools: ["search_web", "scrape", "execute_code"],
     extraTools: "",
+    approvalTools: "",
   };
 
   function loadSettings() {
@@ -540,12 +541,19 @@
     }
   }
 
+  function toolList(text) {
+    return [
+      ...new Set(
+        String(text || "")
+          .split(/[\s,]+/)
+          .map((name) => name.trim())
+          .filter(Boolean),
+      ),
+    ];
+  }
+
   function selectedTools(settings) {
-    const extra = String(settings.extraTools || "")
-      .split(/[\s,]+/)
-      .map((name) => name.trim())
-      .filter(Boolean);
-    return [...new Set([...(settings.tools || []), ...extra])];
+    return [...new Set([...(settings.tools || []), ...toolList(settings.extraTools)])];
   }
 
   function chatUrl(endpoint) {
@@ -681,6 +689,65 @@
       const args = formatArguments(event.arguments || "");
       if (args && args !== "{}") this.el.append(el("pre", { class: "tool-args" }, args));
       this.subagents = null;
+      this.decision = null; // { approved, reason } once a person decided a call that waits
+      this.panel = null;
+    }
+
+    // A call that waits for a person: Approve / Deny (with an optional reason) on the card.
+    // onDecide(decision) is called once; the decision cannot be taken back.
+    askApproval(onDecide) {
+      this.setStatus("needs approval", "approval");
+      const reason = el("input", {
+        type: "text",
+        class: "approval-reason",
+        maxlength: 500,
+        placeholder: "Reason for denying (optional)",
+        "aria-label": `Reason for denying ${this.name} (optional)`,
+      });
+      const approve = el("button", { type: "button", class: "approve" }, "Approve");
+      const deny = el("button", { type: "button", class: "deny" }, "Deny");
+      this.panel = el(
+        "div",
+        { class: "approval", role: "group", "aria-label": `approve or deny ${this.name}` },
+        el("p", { class: "approval-ask" }, "This call waits for your approval."),
+        el("div", { class: "approval-controls" }, reason, approve, deny),
+      );
+      this.el.append(this.panel);
+      const decide = (approved) => {
+        if (this.decision || !this.panel) return;
+        const why = approved ? "" : reason.value.trim();
+        this.decision = why ? { approved, reason: why } : { approved };
+        this.panel.replaceChildren(
+          el(
+            "p",
+            { class: "approval-decision" },
+            approved ? "Approved." : `Denied${why ? `: ${why}` : "."}`,
+          ),
+        );
+        this.setStatus(approved ? "approved" : "denied");
+        onDecide(this.decision);
+      };
+      approve.addEventListener("click", () => decide(true));
+      deny.addEventListener("click", () => decide(false));
+      reason.addEventListener("keydown", (event) => {
+        if (event.key === "Enter" && !event.isComposing) {
+          event.preventDefault();
+          decide(false);
+        }
+      });
+    }
+
+    // The pause is over without a decision (the stream broke, a new chat): no buttons left.
+    withdrawApproval() {
+      if (!this.panel || this.decision) return;
+      this.panel.replaceChildren(el("p", { class: "approval-decision" }, "Not decided; not run."));
+      this.panel = null;
+      this.setStatus("stopped");
+    }
+
+    // A decided call's own tool_call_start, in the continued run: the card it already has.
+    start() {
+      this.setStatus("running");
     }
 
     subagentBlock(runId, query) {
@@ -700,7 +767,8 @@
 
     finish(event) {
       const ok = Boolean(event.ok);
-      this.setStatus(ok ? "done" : "failed");
+      if (ok) this.setStatus("done");
+      else this.setStatus(this.decision && !this.decision.approved ? "denied" : "failed");
       this.durationEl.textContent = formatDuration(event.duration_ms || 0);
       let label = "Result";
       if (!ok) {
@@ -721,9 +789,9 @@
       this.el.append(details);
     }
 
-    setStatus(status) {
+    setStatus(label, status = label) {
       this.el.dataset.status = status;
-      this.statusEl.textContent = status;
+      this.statusEl.textContent = label;
     }
   }
 
@@ -748,6 +816,16 @@
       this.model = "";
       this.usage = null;
       this.budget = null;
+      this.decisions = new Map(); // call_id -> { approved, reason? }, for a paused run
+      this.onDecide = () => {};
+    }
+
+    // A paused run goes on in the same reply: the continued run's events land here too.
+    resume() {
+      this.done = null;
+      this.el.dataset.state = "running";
+      this.el.setAttribute("aria-busy", "true");
+      this.meta.textContent = "continuing…";
     }
 
     scheduleRender(segment) {
@@ -801,6 +879,11 @@
           transcript.dropAnswer(this);
           break;
         case "tool_call_start": {
+          const decided = this.cards.get(data.call_id);
+          if (decided && decided.decision) {
+            decided.start(); // approved or denied while paused: it runs (or is refused) now
+            break;
+          }
           const card = new ToolCard(data);
           this.cards.set(data.call_id, card);
           transcript.append(card.el);
@@ -810,6 +893,16 @@
           const card = this.cards.get(data.call_id);
           if (card) card.finish(data);
           transcript.markAnswerStart();
+          break;
+        }
+        case "approval_request": {
+          const card = new ToolCard(data);
+          this.cards.set(data.call_id, card);
+          transcript.append(card.el);
+          card.askApproval((decision) => {
+            this.decisions.set(data.call_id, decision);
+            this.onDecide();
+          });
           break;
         }
         case "subagent_start": {
@@ -888,6 +981,7 @@
       this.el.setAttribute("aria-busy", "false");
       for (const card of this.cards.values()) {
         if (card.el.dataset.status === "running") card.setStatus("stopped");
+        if (state !== "paused") card.withdrawApproval();
       }
       const parts = [];
       if (this.done) {
@@ -959,6 +1053,12 @@
       return "Check the bearer token in Settings.";
     }
     if (failure.status === 413) return "Shorten the message or start a new chat.";
+    if (failure.status === 422 && param.startsWith("approval_tools")) {
+      return "Check “Ask before running” in Settings.";
+    }
+    if (failure.status === 422 && (param === "resume" || param === "approvals")) {
+      return "The paused run cannot go on; ask again in a new message.";
+    }
     if (failure.status === 422 && param.startsWith("tools")) {
       return "Change the tools in Settings.";
     }
@@ -1027,6 +1127,9 @@
     let history = []; // the messages sent with the next request (before the new one)
     let current = null; // { controller, reply }
     let generation = 0; // bumped by "New chat", so a run that ends later leaves history alone
+    // A run paused for approvals: { reply, request, base, conversation, resume, pending,
+    // started }. It lives in this page only: a reload loses it (the server keeps nothing).
+    let pause = null;
 
     // settings form <-> localStorage
     const settings = loadSettings();
@@ -1035,6 +1138,7 @@
     settingsForm.elements.model.value = settings.model;
     settingsForm.elements.maxIterations.value = settings.maxIterations;
     settingsForm.elements.extraTools.value = settings.extraTools;
+    settingsForm.elements.approvalTools.value = settings.approvalTools;
     for (const box of settingsForm.querySelectorAll('input[name="tool"]')) {
       box.checked = settings.tools.includes(box.value);
     }
@@ -1045,6 +1149,7 @@
       maxIterations: settingsForm.elements.maxIterations.value.trim(),
       tools: [...settingsForm.querySelectorAll('input[name="tool"]:checked')].map((b) => b.value),
       extraTools: settingsForm.elements.extraTools.value.trim(),
+      approvalTools: settingsForm.elements.approvalTools.value.trim(),
     });
     settingsForm.addEventListener("input", () => saveSettings(readSettingsForm()));
     settingsForm.addEventListener("change", () => saveSettings(readSettingsForm()));
@@ -1054,10 +1159,17 @@
       status.textContent = text;
     };
 
-    const setRunning = (running) => {
-      sendButton.disabled = running;
-      stopButton.disabled = !running;
-      document.body.classList.toggle("running", running);
+    const idle = prompt.placeholder;
+
+    // Send is off while a run streams; the whole composer is off while a paused run waits
+    // for decisions (a new message cannot come between a turn's calls and their results).
+    const updateComposer = () => {
+      sendButton.disabled = Boolean(current) || Boolean(pause);
+      stopButton.disabled = !current;
+      prompt.disabled = Boolean(pause);
+      prompt.placeholder = pause ? "Approve or deny the tool calls above to go on." : idle;
+      document.body.classList.toggle("running", Boolean(current));
+      document.body.classList.toggle("paused", Boolean(pause));
     };
 
     const nearBottom = () =>
@@ -1072,33 +1184,29 @@
       return article;
     }
 
-    async function send(text) {
-      const chosen = readSettingsForm();
-      const userMessage = { role: "user", content: text };
-      const messages = [...history, userMessage];
+    function newRequest(chosen, messages) {
       const body = { messages, tools: selectedTools(chosen) };
       if (chosen.model) body.model = chosen.model;
       const limit = parseInt(chosen.maxIterations, 10);
       if (Number.isFinite(limit) && limit >= 1) body.max_iterations = limit;
+      const asking = toolList(chosen.approvalTools);
+      if (asking.length) body.approval_tools = asking;
       const headers = { "content-type": "application/json", accept: "text/event-stream" };
       if (chosen.token) headers.authorization = `Bearer ${chosen.token}`;
-      const url = chatUrl(chosen.endpoint);
+      return { url: chatUrl(chosen.endpoint), headers, body };
+    }
 
-      const started = generation;
-      const userArticle = addUserMessage(text);
-      const reply = new Reply(conversation);
+    // POST one request and stream its events into reply; { failure, stopped } at the end.
+    async function stream(request, reply) {
       const controller = new AbortController();
       current = { controller, reply };
-      setRunning(true);
-      setStatus("Running…");
-      conversation.scrollTop = conversation.scrollHeight;
-
+      updateComposer();
       let failure = null;
       try {
-        const response = await fetch(url, {
+        const response = await fetch(request.url, {
           method: "POST",
-          headers,
-          body: JSON.stringify(body),
+          headers: request.headers,
+          body: JSON.stringify(request.body),
           signal: controller.signal,
           cache: "no-store",
         });
@@ -1132,40 +1240,141 @@
         failure = err;
       }
       current = null;
-      setRunning(false);
+      updateComposer();
+      return { failure, stopped: controller.signal.aborted };
+    }
 
-      const stopped = controller.signal.aborted;
+    // The run broke off (stopped, cut, refused) after `base`: what was shown stays part of
+    // the conversation as the answer; a paused turn's calls and results do not.
+    function breakOff(reply, base, outcome, url) {
+      const partial = reply.answerText().trim();
+      history = partial ? [...base, { role: "assistant", content: partial }] : [...base];
+      if (outcome.stopped) {
+        reply.finish(
+          "stopped",
+          "Stopped. The server stops the agent after the tool round in progress.",
+        );
+        setStatus("Stopped.");
+      } else if (outcome.failure) {
+        reply.finish("error", describeFailure(outcome.failure, url));
+        setStatus(`Error: ${outcome.failure.message || "request failed"}`);
+      } else {
+        reply.finish("error", "The connection closed before the run finished.");
+        setStatus("Connection lost.");
+      }
+    }
+
+    // The run's done arrived: the conversation goes on from it, or it waits for decisions.
+    function settle(reply, request, base, started) {
+      const done = reply.done;
+      const sent = request.body.messages;
+      const pending = done.pending || [];
+      if (pending.length) {
+        if (
+          done.stop_reason !== "approval_required" ||
+          !done.resume ||
+          pending.some((call) => call.kind !== "approval")
+        ) {
+          // Client tools: this page declares none, so nothing here can run them.
+          const failure = new Error("the run waits for client-side tools; this page has none");
+          breakOff(reply, base, { failure }, request.url);
+          return;
+        }
+        pause = {
+          reply,
+          request,
+          base,
+          conversation: [...sent, ...done.messages],
+          resume: done.resume,
+          pending,
+          started,
+        };
+        reply.finish("paused");
+        updateComposer();
+        decided();
+        return;
+      }
+      history = [...sent, ...done.messages];
+      reply.finish("done");
+      const reason = done.stop_reason;
+      setStatus(reason === "completed" ? "Done." : `Done: ${STOP_REASONS[reason] || reason}.`);
+    }
+
+    // A decision was made on a card: once every waiting call has one, the run goes on.
+    function decided() {
+      if (!pause) return; // the run's done has not arrived yet: settle() calls this again
+      const { reply } = pause;
+      const open = pause.pending.filter((call) => !reply.decisions.has(call.call_id));
+      if (open.length) {
+        const calls = `${open.length} tool call${open.length === 1 ? "" : "s"}`;
+        setStatus(`Waiting for your decision on ${calls}.`);
+        return;
+      }
+      continueRun(pause);
+    }
+
+    async function continueRun(paused) {
+      pause = null;
+      const { reply } = paused;
+      const approvals = paused.pending.map((call) => ({
+        call_id: call.call_id,
+        ...reply.decisions.get(call.call_id),
+      }));
+      const request = {
+        ...paused.request,
+        body: {
+          ...paused.request.body,
+          messages: paused.conversation,
+          resume: paused.resume,
+          approvals,
+        },
+      };
+      reply.resume();
+      setStatus("Running…");
+      const outcome = await stream(request, reply);
+      if (paused.started !== generation) return;
+      if (reply.done) settle(reply, request, paused.base, paused.started);
+      else breakOff(reply, paused.base, outcome, request.url);
+      conversation.scrollTop = conversation.scrollHeight;
+      if (!pause) prompt.focus();
+    }
+
+    async function send(text) {
+      const chosen = readSettingsForm();
+      const userMessage = { role: "user", content: text };
+      const messages = [...history, userMessage];
+      const request = newRequest(chosen, messages);
+
+      const started = generation;
+      const userArticle = addUserMessage(text);
+      const reply = new Reply(conversation);
+      reply.onDecide = decided;
+      setStatus("Running…");
+      conversation.scrollTop = conversation.scrollHeight;
+
+      const outcome = await stream(request, reply);
       if (started !== generation) return; // the user started a new chat meanwhile
       if (reply.done) {
-        history = [...messages, ...reply.done.messages];
-        reply.finish("done");
-        const reason = reply.done.stop_reason;
-        setStatus(reason === "completed" ? "Done." : `Done: ${STOP_REASONS[reason] || reason}.`);
-      } else if (stopped || !failure) {
-        // Stopped, or the stream ended without done: keep what was shown as the answer.
-        const partial = reply.answerText().trim();
-        if (partial) history = [...messages, { role: "assistant", content: partial }];
-        const message = stopped
-          ? "Stopped. The server stops the agent after the tool round in progress."
-          : "The connection closed before the run finished.";
-        reply.finish(stopped ? "stopped" : "error", message);
-        setStatus(stopped ? "Stopped." : "Connection lost.");
+        settle(reply, request, messages, started);
+      } else if (outcome.stopped || !outcome.failure) {
+        breakOff(reply, messages, outcome, request.url);
       } else {
         // Nothing ran: the message is not part of the conversation; put it back to edit.
-        reply.finish("error", describeFailure(failure, url));
+        const failure = outcome.failure;
+        reply.finish("error", describeFailure(failure, request.url));
         userArticle.classList.add("not-sent");
         userArticle.append(el("span", { class: "unsent-label" }, "not sent"));
         setStatus(`Error: ${failure.message || "request failed"}`);
         if (!prompt.value.trim()) prompt.value = text;
       }
       conversation.scrollTop = conversation.scrollHeight;
-      prompt.focus();
+      if (!pause) prompt.focus();
     }
 
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const text = prompt.value.trim();
-      if (!text || current) return;
+      if (!text || current || pause) return;
       prompt.value = "";
       send(text);
     });
@@ -1173,7 +1382,7 @@
     prompt.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
         event.preventDefault();
-        if (!current) form.requestSubmit();
+        if (!current && !pause) form.requestSubmit();
       }
     });
 
@@ -1185,6 +1394,8 @@
       if (current) current.controller.abort();
       generation += 1;
       history = [];
+      pause = null; // its calls never run: the server kept nothing
+      updateComposer();
       conversation.replaceChildren(
         el("p", { class: "empty-hint", id: "empty-hint" }, "New conversation."),
       );
@@ -1195,6 +1406,10 @@
     window.agentloop = {
       get history() {
         return history;
+      },
+      // The calls a paused run waits on ([] when none does).
+      get pending() {
+        return pause ? pause.pending.map((call) => ({ ...call })) : [];
       },
     };
   }
