@@ -580,6 +580,7 @@ class AgentLoop:
                         f"{call.name} needs a person's approval, which a sub-agent cannot ask "
                         "for; leave it to the agent that asked you"
                     )
+        refusals = {call_id: self._executor.refuse(why) for call_id, why in problems.items()}
         waiting = [
             PendingCall(call_id=c.id, name=c.name, arguments=c.arguments, kind=kind)
             for c in turn.tool_calls
@@ -588,7 +589,7 @@ class AgentLoop:
         held = {p.call_id for p in waiting}
         runnable = [c for c in turn.tool_calls if c.id not in held]
         names = [call.name for call in turn.tool_calls]
-        contents = await self._run_calls(runnable, problems, names)
+        contents = await self._run_calls(runnable, refusals, names)
         for call, content in zip(runnable, contents, strict=True):
             self._append(ToolMessage(tool_call_id=call.id, content=content))
         if runnable:
@@ -606,19 +607,18 @@ class AgentLoop:
         return Paused("approval_required" if "approval" in kinds else "client_tools", waiting)
 
     async def _run_calls(
-        self, calls: list[ToolCall], problems: dict[str, str], names: list[str]
+        self, calls: list[ToolCall], answered: dict[str, ToolResult], names: list[str]
     ) -> list[str]:
-        """Run ``calls`` concurrently (bounded), with their events; their results, in order."""
+        """Run ``calls`` concurrently (bounded), with their events; their results, in order.
+        A call in ``answered`` is not run: that is its result (a refusal, a denial)."""
         gate = asyncio.Semaphore(self.config.tool_concurrency)
 
         async def run_one(call: ToolCall) -> str:
             async with gate:
                 self.emit(ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments))
                 started = time.perf_counter()
-                problem = problems.get(call.id)
-                if problem is not None:  # written wrongly by the model: answered, not run
-                    result = self._executor.refuse(problem)
-                else:
+                result = answered.get(call.id)
+                if result is None:
                     result = await self._executor.execute(call, names.count(call.name))
                 content = clean_text(result.render(self.config.tool_result_max_chars))
                 self.emit(
@@ -644,11 +644,14 @@ class AgentLoop:
             ToolCall(id=p.call_id, function=FunctionCall(name=p.name, arguments=p.arguments))
             for p in decided
         ]
-        problems = {
-            call_id: "a person denied this call" + (f": {reason}" if reason else "")
+        denials = {
+            call_id: ToolResult.failure(
+                "a person denied this call" + (f": {reason}" if reason else ""),
+                hint="do not make it again unless the person asks for it; go on without it",
+            )
             for call_id, reason in denied.items()
         }
-        contents = await self._run_calls(calls, problems, [c.name for c in calls])
+        contents = await self._run_calls(calls, denials, [c.name for c in calls])
         for call, content in zip(calls, contents, strict=True):
             self._append(ToolMessage(tool_call_id=call.id, content=content))
 
