@@ -460,7 +460,8 @@ async def chat_completions(request: Request) -> Response:
     service = _service(request)
     raw, who = await read_request_json(request, service)
     completion = validate_model(CompletionRequest, raw)
-    run = start_run(request, service, who, completion.to_chat_request(), _AGENT_OPTIONS)
+    chat_request = completion.to_chat_request()
+    run = start_run(request, service, who, chat_request, completion.plan_params())
     completion_id = f"chatcmpl-{run.info.request_id}"
     if not completion.stream:
         body_json = await cancel_on_disconnect(

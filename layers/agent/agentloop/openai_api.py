@@ -6,6 +6,16 @@ completion. Tool activity stays out of the text unless the request asks for it
 with ``"agentloop": {"show_tools": true}``; agent options (tools, limits) travel in
 that same ``agentloop`` object, since OpenAI's own fields have no place for them.
 
+Client-side tools work as OpenAI's: the request's ``tools`` are offered to the model beside
+the server's; when the model calls one, the run pauses and the answer ends with
+``finish_reason: "tool_calls"`` and those calls only (the server's calls of that turn have
+run and stay server-side), non-streamed on the message, streamed as ``delta.tool_calls``
+chunks. The assistant message also carries ``"agentloop": {"resume": <token>}`` (streamed: on
+the last chunk's delta), which the openai SDK sends back when the application appends the
+message to its conversation: the next request, with the tools' results, continues the paused
+run (its hidden server rounds, iterations and budget come from the token). Without the token
+(LangChain drops unknown fields) the conversation goes on as a plain continuation.
+
 Under failure the face speaks OpenAI's language too (docs/architecture.md, "The OpenAI
 face under failure"): a run without an answer is an error object, never a ``"stop"``; a
 run cut by a limit finishes with ``"length"``; errors tell SDKs not to retry what the
@@ -18,9 +28,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentloop.events import (
     Done,
@@ -35,13 +45,28 @@ from agentloop.events import (
 )
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
-from agentloop.models import ChatRequest, Message, ResponseFormat, Sampling, StopReason, Usage
+from agentloop.models import (
+    AssistantMessage,
+    ChatRequest,
+    ClientTool,
+    FunctionCall,
+    Message,
+    PendingCall,
+    ResponseFormat,
+    Sampling,
+    StopReason,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 from agentloop.sent_text import SentText
 
 DEFAULT_MODEL_ALIAS = "agentloop"
 """Model name meaning "the server's default", for clients that insist on sending one."""
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 FINISH_REASONS: dict[StopReason, FinishReason] = {
     "completed": "stop",
@@ -103,6 +128,21 @@ def run_error(done: Done, error: ErrorEvent | None) -> HttpError:
     return no_client_retry(HttpError(500, "internal_error", "the run ended without an answer"))
 
 
+def approval_error(done: Done) -> HttpError:
+    """For a run that paused for a person's approval: this protocol cannot ask for one."""
+    names = sorted({p.name for p in done.pending if p.kind == "approval"})
+    return no_client_retry(
+        HttpError(
+            422,
+            "approval_required",
+            f"the model called {names}, which need a person's approval here, and Chat "
+            "Completions has no way to ask for it: use POST /chat, /api/chat or /ag-ui, or "
+            'leave these tools out with "agentloop": {"tools": [...]}',
+            param="agentloop.tools",
+        )
+    )
+
+
 def stream_cut_error() -> HttpError:
     """For a stream that already sent text the retried answer does not continue."""
     return no_client_retry(
@@ -125,8 +165,72 @@ class AgentOptions(BaseModel):
     show_tools: bool = False
 
 
+class CompletionOptions(AgentOptions):
+    """The chat-completions face's ``agentloop`` object: also a paused run's token."""
+
+    resume: str | None = Field(default=None, min_length=1, max_length=500_000)
+
+
 class StreamOptions(BaseModel):
     include_usage: bool = False
+
+
+class ResumeMark(BaseModel):
+    """``"agentloop"`` on an assistant message this face answered with: the paused run's token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resume: str = Field(min_length=1, max_length=500_000)
+
+
+class EchoedFunctionCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=128)
+    arguments: str
+    parsed_arguments: Any = Field(
+        default=None, description="The openai SDK's parse of ``arguments`` (ignored)."
+    )
+
+
+class EchoedToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=128)
+    type: Literal["function"] = "function"
+    function: EchoedFunctionCall
+    index: int | None = Field(default=None, description="Left by the SDK's stream helper.")
+
+
+class EchoedAssistantMessage(AssistantMessage):
+    """An assistant message as OpenAI clients send one back: an answer of this face appended
+    as the openai SDK's model (its stream helper adds null fields and the tool calls'
+    ``index``), with this face's ``agentloop`` mark. Everything beyond the agent's message
+    shape must be empty, or is the SDK's own copy of what the message says (``parsed``)."""
+
+    tool_calls: list[EchoedToolCall] | None = None  # type: ignore[assignment]
+    agentloop: ResumeMark | None = None
+    refusal: None = None
+    function_call: None = None
+    audio: None = None
+    annotations: list[Any] | None = Field(default=None, max_length=0)
+    parsed: Any = Field(default=None, description="The openai SDK's parse of content (ignored).")
+
+    def plain(self) -> AssistantMessage:
+        """The message as the agent keeps it (the mark and the SDK's copies left out)."""
+        calls = [
+            ToolCall(
+                id=c.id, function=FunctionCall(name=c.function.name, arguments=c.function.arguments)
+            )
+            for c in self.tool_calls or ()
+        ]
+        return AssistantMessage(content=self.content, tool_calls=calls or None)
+
+
+CompletionMessage = Annotated[
+    SystemMessage | UserMessage | EchoedAssistantMessage | ToolMessage,
+    Field(discriminator="role"),
+]
 
 
 class CompletionRequest(BaseModel):
@@ -137,13 +241,21 @@ class CompletionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = DEFAULT_MODEL_ALIAS
-    messages: list[Message] = Field(min_length=1)
+    messages: list[CompletionMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    tools: list[dict[str, Any]] | None = Field(
-        default=None, description="Client-side tools are not supported (rejected)."
+    tools: list[ClientTool] | None = Field(
+        default=None,
+        max_length=64,
+        description="Client-side tools: offered to the model; a call to one is answered with "
+        'finish_reason "tool_calls" for the client to run.',
     )
-    agentloop: AgentOptions = Field(default_factory=AgentOptions)
+    tool_choice: Literal["auto", "none"] | None = Field(
+        default=None,
+        description='"none": the client\'s tools are not offered this time (the agent still '
+        "uses its own). Forcing a call is not supported: the agent decides.",
+    )
+    agentloop: CompletionOptions = Field(default_factory=CompletionOptions)
     # Reach every model call of the run:
     temperature: float | None = None
     top_p: float | None = None
@@ -152,48 +264,136 @@ class CompletionRequest(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     response_format: ResponseFormat | None = None
-    # Accepted: one answer per request, no client tools, nothing stored.
+    # Accepted: one answer per request, nothing stored.
     n: Literal[1] | None = Field(
         default=None, description="One choice per request: the agent's answer."
     )
     user: str | None = Field(default=None, max_length=256)
     metadata: dict[str, str] | None = None
     store: Literal[False] | None = Field(default=None, description="Nothing is stored.")
-    parallel_tool_calls: bool | None = Field(
-        default=None, description="Only about client tools, which are refused."
+    parallel_tool_calls: Literal[True] | None = Field(
+        default=None,
+        description="The model may call several tools in one turn; false is not supported.",
     )
     presence_penalty: Literal[0] | None = Field(default=None, description="Not supported.")
     frequency_penalty: Literal[0] | None = Field(default=None, description="Not supported.")
     logprobs: Literal[False] | None = Field(default=None, description="Not supported.")
 
-    def to_chat_request(self) -> ChatRequest:
-        if self.tools:
+    @field_validator("agentloop", mode="before")
+    @classmethod
+    def _options(cls, value: Any) -> Any:
+        """Plain :class:`AgentOptions` (the options every face shares) are accepted too."""
+        if isinstance(value, AgentOptions) and not isinstance(value, CompletionOptions):
+            return value.model_dump()
+        return value
+
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _choice_is_the_agents(cls, value: Any) -> Any:
+        if value is None or value in ("auto", "none"):
+            return value
+        raise ValueError(
+            '"auto" or "none" only: the agent decides which tools to call and when, so a '
+            "required or named tool cannot be forced"
+        )
+
+    def plan_params(self) -> dict[str, str]:
+        """Where this face carries the fields a plan may refuse (``start_run``'s params)."""
+        marked = self._marked()
+        resume = "agentloop.resume"
+        if marked is not None and self.agentloop.resume is None:
+            resume = f"messages[{marked[0]}].agentloop.resume"
+        return {"tools": "agentloop.tools", "client_tools": "tools", "resume": resume}
+
+    def _check_tools(self) -> None:
+        """What providers would refuse mid-run, refused before it: a name declared twice,
+        parameters that are not a JSON Schema object."""
+        names = [tool.function.name for tool in self.tools or ()]
+        if len(set(names)) != len(names):
             raise HttpError(
-                422,
-                "unsupported_parameter",
-                "client-side tools are not supported: the agent runs its own tools; choose "
-                'them with "agentloop": {"tools": [...]}',
-                param="tools",
+                422, "invalid_request", f"tools: a name is declared twice: {names}", param="tools"
             )
+        for index, tool in enumerate(self.tools or ()):
+            schema = tool.function.parameters
+            if schema is None:
+                continue
+            param = f"tools[{index}].function.parameters"
+            if schema.get("type") != "object":
+                raise HttpError(
+                    422,
+                    "invalid_request",
+                    f'{param}: client-side tools take a JSON Schema of "type": "object" (as '
+                    "every provider requires); leave parameters out for none",
+                    param=param,
+                )
+            from jsonschema import Draft202012Validator  # imported for client tools only
+            from jsonschema.exceptions import SchemaError
+
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as exc:
+                raise HttpError(
+                    422,
+                    "invalid_request",
+                    f"{param}: not a JSON Schema: {exc.message}",
+                    param=param,
+                ) from exc
+
+    def to_chat_request(self) -> ChatRequest:
+        self._check_tools()
         options = self.agentloop
+        offered = self.tools if self.tools and self.tool_choice != "none" else None
+        messages: list[Message] = [
+            m.plain() if isinstance(m, EchoedAssistantMessage) else m for m in self.messages
+        ]
         try:
             return ChatRequest(
-                messages=self.messages,
+                messages=messages,
                 model=None if self.model == DEFAULT_MODEL_ALIAS else self.model,
                 tools=options.tools,
                 max_iterations=options.max_iterations,
                 token_budget=options.token_budget,
                 sampling=self._sampling(),
                 response_format=self.response_format,
+                client_tools=offered,
+                resume=self._resume(),
             )
-        except ValidationError as exc:  # a sampling value out of range
+        except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
-            field = self._sampling_field(str(first["loc"][0]) if first["loc"] else "")
+            if not first["loc"]:  # the conversation's shape, checked by ChatRequest as a whole
+                problem = str(first["msg"]).removeprefix("Value error, ")
+                raise HttpError(422, "invalid_request", problem, param="messages") from exc
+            field = self._sampling_field(str(first["loc"][0]))  # a sampling value out of range
             raise HttpError(
                 422, "invalid_request", f"{field}: {first['msg']}", param=field
             ) from exc
-        except ValueError as exc:  # conversation-shape problems found by ChatRequest
-            raise HttpError(422, "invalid_request", str(exc), param="messages") from exc
+
+    def _marked(self) -> tuple[int, str] | None:
+        """The token marked on the paused turn's assistant message (the last one, followed
+        only by tool results), and its index. Marks on earlier assistant messages belong to
+        runs that have gone on since, and are left alone."""
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            if isinstance(message, EchoedAssistantMessage):
+                return None if message.agentloop is None else (index, message.agentloop.resume)
+            if not isinstance(message, ToolMessage):
+                return None
+        return None
+
+    def _resume(self) -> str | None:
+        """The paused run's token: ``agentloop.resume`` or the paused turn's mark."""
+        marked, option = self._marked(), self.agentloop.resume
+        if marked is None:
+            return option
+        index, token = marked
+        if option is not None and option != token:
+            raise HttpError(
+                422,
+                "invalid_request",
+                f"agentloop.resume: differs from messages[{index}].agentloop.resume; send one",
+                param="agentloop.resume",
+            )
+        return token
 
     def _sampling(self) -> Sampling | None:
         if (
@@ -312,10 +512,20 @@ class CompletionStream:
         return []
 
     def _finish(self, done: Done) -> list[bytes]:
-        finish = FINISH_REASONS.get(done.stop_reason)
-        if finish is None:  # "error" after no error event, or "cancelled"
-            return self._fail(run_error(done, None))
-        frames = [self._chunk({}, finish)]
+        if done.stop_reason == "approval_required":
+            return self._fail(approval_error(done))
+        if done.stop_reason == "client_tools":
+            calls = client_calls(done.pending)
+            frames = [
+                self._chunk({"tool_calls": [{"index": index, **tool_call}]})
+                for index, tool_call in enumerate(calls)
+            ]
+            frames.append(self._chunk({"agentloop": {"resume": done.resume}}, "tool_calls"))
+        else:
+            finish = FINISH_REASONS.get(done.stop_reason)
+            if finish is None:  # "error" after no error event, or "cancelled"
+                return self._fail(run_error(done, None))
+            frames = [self._chunk({}, finish)]
         options = self.request.stream_options
         if options is not None and options.include_usage:
             usage = {
@@ -340,22 +550,40 @@ class CompletionStream:
             yield _DONE_FRAME
 
 
+def client_calls(pending: list[PendingCall]) -> list[dict[str, Any]]:
+    """A paused run's calls of the client's tools, as OpenAI's ``tool_calls``."""
+    return [
+        {
+            "id": p.call_id,
+            "type": "function",
+            "function": {"name": p.name, "arguments": p.arguments},
+        }
+        for p in pending
+        if p.kind == "client"
+    ]
+
+
 def completion_body(
     done: Done, completion_id: str, model: str, tool_lines: list[str]
 ) -> dict[str, Any]:
-    """The non-streamed ``chat.completion`` for a run that ended with an answer."""
+    """The non-streamed ``chat.completion`` for a run that ended with an answer, or paused
+    for the client's tools (their calls, and the token that continues the run)."""
+    content = "".join(tool_lines) + done.text
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    finish: FinishReason
+    if done.stop_reason == "client_tools":
+        message["content"] = content or None  # as OpenAI answers a turn of calls only
+        message["tool_calls"] = client_calls(done.pending)
+        message["agentloop"] = {"resume": done.resume}
+        finish = "tool_calls"
+    else:
+        finish = FINISH_REASONS[done.stop_reason]
     return {
         "id": completion_id,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "".join(tool_lines) + done.text},
-                "finish_reason": FINISH_REASONS[done.stop_reason],
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": _usage_json(done.usage),
     }
 
@@ -382,6 +610,8 @@ async def collect_completion(
         elif isinstance(event, Done):
             done = event
     assert done is not None, "handle_chat always ends with done"
-    if done.stop_reason not in FINISH_REASONS:
+    if done.stop_reason == "approval_required":
+        raise approval_error(done)
+    if done.stop_reason not in FINISH_REASONS and done.stop_reason != "client_tools":
         raise run_error(done, error)
     return completion_body(done, completion_id, model, tool_lines)
