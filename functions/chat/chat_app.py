@@ -387,13 +387,18 @@ def start_run(
     who: str | None,
     chat_request: ChatRequest,
     params: Mapping[str, str] | None = None,
+    *,
+    can_ask: bool = True,
 ) -> StartedRun:
     """Plan ``chat_request`` (422) and start its run; every face runs the agent this way.
 
     ``params`` names the request fields a plan refusal is about (``model``, ``tools``,
-    ``response_format``) where the face's protocol carries them."""
+    ``response_format``) where the face's protocol carries them. A face that cannot ask a
+    person for approval says so (``can_ask``): it is not offered the tools that need one."""
     try:
-        plan = plan_request(chat_request, service.config, service.tools, service.setup.signer)
+        plan = plan_request(
+            chat_request, service.config, service.tools, service.setup.signer, can_ask=can_ask
+        )
     except HttpError as exc:
         if params is not None and exc.param in params:
             exc.param = params[exc.param]
@@ -461,7 +466,7 @@ async def chat_completions(request: Request) -> Response:
     raw, who = await read_request_json(request, service)
     completion = validate_model(CompletionRequest, raw)
     chat_request = completion.to_chat_request()
-    run = start_run(request, service, who, chat_request, completion.plan_params())
+    run = start_run(request, service, who, chat_request, completion.plan_params(), can_ask=False)
     completion_id = f"chatcmpl-{run.info.request_id}"
     if not completion.stream:
         body_json = await cancel_on_disconnect(
@@ -505,7 +510,14 @@ async def responses(request: Request) -> Response:
     service = _service(request)
     raw, who = await read_request_json(request, service, messages_key="input")
     responses_request = validate_model(ResponsesRequest, raw)
-    run = start_run(request, service, who, responses_request.to_chat_request(), _RESPONSES_OPTIONS)
+    run = start_run(
+        request,
+        service,
+        who,
+        responses_request.to_chat_request(),
+        _RESPONSES_OPTIONS,
+        can_ask=False,
+    )
     response_id = f"resp_{run.info.request_id}"
     if not responses_request.stream:
         body_json = await cancel_on_disconnect(

@@ -385,11 +385,11 @@ def test_openai_sdk_errors_are_sdk_errors(served: tuple[str, list[Done]]) -> Non
     with pytest.raises(openai.AuthenticationError, match="invalid token"):
         client.chat.completions.create(model="agentloop", messages=[USER])  # type: ignore[list-item]
     good = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0)
-    with pytest.raises(openai.UnprocessableEntityError, match="client-side tools"):
+    with pytest.raises(openai.UnprocessableEntityError, match="named like a server tool"):
         good.chat.completions.create(
             model="agentloop",
             messages=[USER],  # type: ignore[list-item]
-            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+            tools=[{"type": "function", "function": {"name": "echo"}}],
         )
 
 

@@ -397,20 +397,18 @@ def approving(llm: ScriptedLLM) -> Iterator[Served]:
     yield from serve(make_service([echo], config=config))
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_a_call_that_needs_approval_is_an_error_this_face_explains(
-    approving: Served, llm: ScriptedLLM, stream: bool
-) -> None:
-    llm.script(Reply(tool_calls=[call("echo", text="hi")]))
-
-    def complete() -> None:
-        response: Any = approving.client().chat.completions.create(
-            model=MODEL, messages=[USER], stream=stream, extra_body=SERVER_TOOLS
+def test_tools_that_need_approval_are_not_offered_here(approving: Served, llm: ScriptedLLM) -> None:
+    """This face cannot ask a person: naming such a tool is a 422 before any model call, and
+    the default set leaves it out."""
+    with pytest.raises(openai.UnprocessableEntityError, match="approval") as raised:
+        approving.client().chat.completions.create(
+            model=MODEL, messages=[USER], extra_body=SERVER_TOOLS
         )
-        if stream:
-            list(response)
+    body: Any = raised.value.body
+    assert body["param"] == "agentloop.tools"
+    assert "/chat" in body["message"]
+    assert llm.requests == []
 
-    with pytest.raises(openai.APIError, match="approval") as raised:
-        complete()
-    assert "/chat" in raised.value.message
-    assert approving.runs(1)[0].stop_reason == "approval_required"
+    llm.script(Reply(text="No tools for me."))
+    approving.client().chat.completions.create(model=MODEL, messages=[USER])
+    assert "echo" not in llm.requests[0].tool_names

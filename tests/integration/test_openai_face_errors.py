@@ -178,7 +178,7 @@ def test_the_sdk_sees_the_no_retry_header_on_a_refusal(served: Served, llm: Scri
         served.client().chat.completions.create(
             model=MODEL,
             messages=[USER],
-            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+            n=2,  # one answer per request: refused, and a retry would be refused again
         )
     assert caught.value.response.headers["x-should-retry"] == "false"
     assert llm.requests == []

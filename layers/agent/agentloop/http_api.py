@@ -290,11 +290,16 @@ def validate_model(model: type[M], raw: Any) -> M:
 
 
 def plan_request(
-    request: ChatRequest, config: AgentConfig, tools: ToolRegistry, signer: Signer | None = None
+    request: ChatRequest,
+    config: AgentConfig,
+    tools: ToolRegistry,
+    signer: Signer | None = None,
+    *,
+    can_ask: bool = True,
 ) -> RunPlan:
     """The run's plan, or a 422 naming the model or tools the server will not run."""
     try:
-        return plan_run(request, config, tools, signer)
+        return plan_run(request, config, tools, signer, can_ask=can_ask)
     except PlanError as exc:
         kind = {"model": "invalid_model", "tools": "invalid_tools"}.get(
             exc.param, "invalid_request"

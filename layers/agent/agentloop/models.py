@@ -181,6 +181,27 @@ class FunctionSpec(_Strict):
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
+    @field_validator("parameters")
+    @classmethod
+    def _an_object_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        """What providers would refuse mid-run, refused before it: parameters that are not a
+        JSON Schema of an object (``jsonschema`` is imported for client tools only)."""
+        if schema is None:
+            return None
+        if schema.get("type") != "object":
+            raise ValueError(
+                'client-side tools take a JSON Schema of "type": "object" (as every provider '
+                "requires); leave parameters out for none"
+            )
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise ValueError(f"not a JSON Schema: {exc.message}") from exc
+        return schema
+
 
 class ClientTool(_Strict):
     """A tool the client declares and runs itself (OpenAI's function tool shape)."""
@@ -238,6 +259,15 @@ class ChatRequest(_Strict):
         description="Tools the client runs itself: offered to the model; a call to one pauses "
         "the run (stop reason client_tools) until the client sends its result.",
     )
+
+    @field_validator("client_tools")
+    @classmethod
+    def _each_name_once(cls, tools: list[ClientTool] | None) -> list[ClientTool] | None:
+        names = [tool.function.name for tool in tools or ()]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a name is declared twice: {names}")
+        return tools
+
     approvals: list[Approval] | None = Field(default=None, max_length=64)
     resume: str | None = Field(
         default=None,

@@ -305,42 +305,7 @@ class CompletionRequest(BaseModel):
             resume = f"messages[{marked[0]}].agentloop.resume"
         return {"tools": "agentloop.tools", "client_tools": "tools", "resume": resume}
 
-    def _check_tools(self) -> None:
-        """What providers would refuse mid-run, refused before it: a name declared twice,
-        parameters that are not a JSON Schema object."""
-        names = [tool.function.name for tool in self.tools or ()]
-        if len(set(names)) != len(names):
-            raise HttpError(
-                422, "invalid_request", f"tools: a name is declared twice: {names}", param="tools"
-            )
-        for index, tool in enumerate(self.tools or ()):
-            schema = tool.function.parameters
-            if schema is None:
-                continue
-            param = f"tools[{index}].function.parameters"
-            if schema.get("type") != "object":
-                raise HttpError(
-                    422,
-                    "invalid_request",
-                    f'{param}: client-side tools take a JSON Schema of "type": "object" (as '
-                    "every provider requires); leave parameters out for none",
-                    param=param,
-                )
-            from jsonschema import Draft202012Validator  # imported for client tools only
-            from jsonschema.exceptions import SchemaError
-
-            try:
-                Draft202012Validator.check_schema(schema)
-            except SchemaError as exc:
-                raise HttpError(
-                    422,
-                    "invalid_request",
-                    f"{param}: not a JSON Schema: {exc.message}",
-                    param=param,
-                ) from exc
-
     def to_chat_request(self) -> ChatRequest:
-        self._check_tools()
         options = self.agentloop
         offered = self.tools if self.tools and self.tool_choice != "none" else None
         messages: list[Message] = [
@@ -363,10 +328,10 @@ class CompletionRequest(BaseModel):
             if not first["loc"]:  # the conversation's shape, checked by ChatRequest as a whole
                 problem = str(first["msg"]).removeprefix("Value error, ")
                 raise HttpError(422, "invalid_request", problem, param="messages") from exc
-            field = self._sampling_field(str(first["loc"][0]))  # a sampling value out of range
-            raise HttpError(
-                422, "invalid_request", f"{field}: {first['msg']}", param=field
-            ) from exc
+            where = str(first["loc"][0])  # the client tools, or a sampling value out of range
+            field = "tools" if where == "client_tools" else self._sampling_field(where)
+            problem = str(first["msg"]).removeprefix("Value error, ")
+            raise HttpError(422, "invalid_request", f"{field}: {problem}", param=field) from exc
 
     def _marked(self) -> tuple[int, str] | None:
         """The token marked on the paused turn's assistant message (the last one, followed

@@ -75,10 +75,14 @@ def plan_run(
     config: AgentConfig,
     registry: ToolRegistry,
     signer: Signer | None = None,
+    *,
+    can_ask: bool = True,
 ) -> RunPlan:
     """The plan for ``request`` on a server with ``config`` and ``registry``, or PlanError.
 
-    ``signer`` checks a paused run's continuation; without one, none is accepted."""
+    ``signer`` checks a paused run's continuation; without one, none is accepted. A face
+    that cannot ask a person (``can_ask=False``: the OpenAI faces) is not offered the tools
+    that would need one; naming one of them is a PlanError."""
     spec = request.model or config.default_model
     try:
         check_model_allowed(spec, config)
@@ -98,6 +102,15 @@ def plan_run(
     unknown = sorted(approval_tools - set(registry.names) - set(config.approval_tools))
     if unknown:
         raise PlanError(f"approval_tools: no such tool(s) here: {unknown}", "approval_tools")
+    if not can_ask:
+        waiting = sorted(approval_tools & set(tools.names))
+        if waiting and request.tools is not None:
+            raise PlanError(
+                f"tools: {waiting} need a person's approval, which this face cannot ask for "
+                "(/chat, /api/chat and /ag-ui can)",
+                "tools",
+            )
+        tools, approval_tools = tools.without(*waiting), frozenset()
     client_tools = tuple(request.client_tools or ())
     clashes = sorted({t.function.name for t in client_tools} & set(registry.names))
     if clashes:

@@ -46,8 +46,8 @@ class ToolRegistry:
             raise UnknownToolError(f"unknown tool(s) {unknown}; available: {available}")
         return ToolRegistry(self._tools[n] for n in dict.fromkeys(names))
 
-    def without(self, name: str) -> ToolRegistry:
-        return ToolRegistry(t for t in self if t.name != name)
+    def without(self, *names: str) -> ToolRegistry:
+        return ToolRegistry(t for t in self if t.name not in names)
 
     def definitions(self) -> list[dict[str, Any]]:
         return [t.definition for t in self]
