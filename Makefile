@@ -102,8 +102,8 @@ chat: ## ask the agent once from the terminal: make chat Q="question"
 JOBS ?= examples/jobs.json
 CONCURRENCY ?= 4
 .PHONY: research
-research: $(STAMP) ## run research jobs locally: make research JOBS=examples/jobs.json
-	$(BIN)/python -m agentloop.research "$(JOBS)" --concurrency $(CONCURRENCY)
+research: $(STAMP) ## run research jobs locally: make research JOBS=examples/jobs.json [INVOCATION_TIMEOUT=60]
+	$(BIN)/python -m agentloop.research "$(JOBS)" --concurrency $(CONCURRENCY) $(if $(INVOCATION_TIMEOUT),--invocation-timeout $(INVOCATION_TIMEOUT))
 
 # ---- benchmarks: agentloop next to the bare SDKs and other agent frameworks -----------------
 # The frameworks compared in docs/benchmarks.md (and matplotlib, pyinstrument) live in their own

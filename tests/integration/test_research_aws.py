@@ -319,7 +319,9 @@ def test_a_redelivered_finished_job_does_not_call_the_model_again(
     assert statuses == {idempotency_key("done-once", EXECUTION): "COMPLETED"}
 
 
-def test_the_idempotency_key_is_exactly_job_id_and_execution_id(aws: Aws, llm: ScriptedLLM) -> None:
+def test_the_idempotency_key_is_exactly_job_id_execution_id_and_segment(
+    aws: Aws, llm: ScriptedLLM
+) -> None:
     from research_handlers import schedule_handler, worker_handler
 
     llm.respond_with(by_prompt({}, answer_for))
@@ -339,8 +341,11 @@ def test_the_idempotency_key_is_exactly_job_id_and_execution_id(aws: Aws, llm: S
     assert keys == {idempotency_key("nightly", EXECUTION), idempotency_key("nightly", "e2e2e2e2")}
 
 
-def idempotency_key(job_id: str, execution_id: str) -> str:
-    digest = hashlib.md5(json.dumps([job_id, execution_id], sort_keys=True).encode()).hexdigest()
+def idempotency_key(job_id: str, execution_id: str, segment: int = 0) -> str:
+    """Powertools' key: the prefix and the MD5 of exactly these three values' JSON."""
+    digest = hashlib.md5(
+        json.dumps([job_id, execution_id, segment], sort_keys=True).encode()
+    ).hexdigest()
     return f"{IDEMPOTENCY_KEY_PREFIX}#{digest}"
 
 
@@ -383,43 +388,44 @@ def tool_then_answer(request: RecordedRequest) -> Reply:
     return Reply(tool_calls=[call("lookup", key="x")], usage=(900, 100))
 
 
-@pytest.mark.parametrize("retry_ms", [5_500, 120_000], ids=["stopped-again", "finished"])
-def test_a_deadline_stop_is_retried_once_through_sqs(
-    aws: Aws, llm: ScriptedLLM, retry_ms: int
+@pytest.mark.parametrize("next_ms", [5_500, 120_000], ids=["stopped-again", "finished"])
+def test_a_job_that_meets_its_deadline_continues_in_a_queued_invocation(
+    aws: Aws, llm: ScriptedLLM, next_ms: int
 ) -> None:
     from research_handlers import schedule_handler, worker_handler
 
     llm.respond_with(by_prompt({}, answer_for))
-    schedule_handler(schedule(job("slow", title="Slow topic")), FakeContext())
+    spec = job("slow", title="Slow topic", limits={"max_invocations": 2})
+    schedule_handler(schedule(spec), FakeContext())
     [first] = aws.drain()
 
     # 5.5 s left, 5 s kept back: half a second is too short for a model turn.
     response = worker_handler({"Records": [first]}, FakeContext(remaining_ms=5_500))
 
-    assert response == {"batchItemFailures": [{"itemIdentifier": first["messageId"]}]}
+    assert response == {"batchItemFailures": []}
     assert llm.requests == []
-    report = aws.read(f"{PREFIX}slow/report.md")
-    assert report.startswith("# Slow topic\n\n> **Incomplete: stopped at its deadline.** ")
-    assert "may be partial." in report.split("\n\n")[1]
-    assert "| attempt | 1 |" in report
-    assert f"{PREFIX}slow/failure.json" not in aws.stored()
+    assert aws.stored() == [], "no report yet: the job goes on"
+    [second] = aws.drain()
+    assert second["messageId"] != first["messageId"]
+    assert JobMessage.model_validate_json(second["body"]).segment == 1
 
-    second = redeliver(aws, first)
-    assert second["attributes"]["ApproximateReceiveCount"] == "2"
-    again = worker_handler({"Records": [second]}, FakeContext(remaining_ms=retry_ms))
+    again = worker_handler({"Records": [second]}, FakeContext(remaining_ms=next_ms))
 
-    assert again == {"batchItemFailures": []}, "a second deadline stop is kept, not retried"
+    assert again == {"batchItemFailures": []}
+    assert aws.drain() == [], "the job's last allowed invocation answers rather than suspends"
     report = aws.read(f"{PREFIX}slow/report.md")
-    assert "| attempt | 2 |" in report
-    if retry_ms == 5_500:
-        assert "> **Incomplete: stopped at its deadline.**" in report
+    assert "| invocations | 2 |" in report
+    if next_ms == 5_500:
+        assert report.startswith("# Slow topic\n\n> **Incomplete: stopped at its deadline.** ")
+        assert "over 2 invocations" in report
         assert "| status | incomplete |" in report
     else:
         assert report.startswith(f"# Slow topic\n\nAnswer to: {prompts_sent(llm)[0]}")
         assert "| status | succeeded |" in report
     items = aws.dynamodb.scan(TableName=TABLE)["Items"]
     assert {i["id"]["S"]: i["status"]["S"] for i in items} == {
-        idempotency_key("slow", EXECUTION): "COMPLETED"
+        idempotency_key("slow", EXECUTION, 0): "COMPLETED",
+        idempotency_key("slow", EXECUTION, 1): "COMPLETED",
     }
 
 

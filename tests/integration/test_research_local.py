@@ -177,10 +177,12 @@ def test_the_cli_runs_the_jobs_and_prints_the_table(tmp_path: Path, llm: Scripte
 
     assert code == 0
     lines = out.getvalue().strip().splitlines()
-    assert lines[0].split() == ["job", "status", "stop", "reason", "tokens", "seconds", "report"]
+    header = ["job", "status", "stop", "reason", "tokens", "seconds", "invocations", "report"]
+    assert lines[0].split() == header
     for i, row in enumerate(lines[2:]):
         cells = row.split()
         assert cells[:4] == [f"q{i}", "succeeded", "completed", "100"]
+        assert cells[5] == "1"
         assert Path(cells[-1]).read_text().startswith(f"# q{i}\n\nAn answer.")
     assert "3/3 jobs" in err.getvalue()
 
@@ -270,7 +272,8 @@ def tool_then_answer(request: RecordedRequest) -> Reply:
     [
         ({"max_iterations": 1}, None, "max_iterations", "stopped at its iteration limit"),
         ({"token_budget": 1_000}, None, "budget", "stopped at its token budget"),
-        ({}, 0.5, "deadline", "stopped at its deadline"),  # too short for a model turn
+        # the job's only invocation, too short for a model turn: it answers at its deadline
+        ({"max_invocations": 1}, 0.5, "deadline", "stopped at its deadline"),
     ],
 )
 def test_a_run_stopped_by_a_limit_is_incomplete_and_says_so(

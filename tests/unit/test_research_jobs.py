@@ -25,6 +25,7 @@ def test_a_minimal_job_takes_the_deployments_defaults() -> None:
     assert spec.model is None
     assert spec.tools is None
     assert spec.limits.max_iterations is None
+    assert (spec.limits.max_seconds, spec.limits.max_invocations) == (None, None)
     assert spec.output.formats == ["markdown"]
     assert spec.output.include_transcript is True
 
@@ -43,6 +44,10 @@ def test_a_minimal_job_takes_the_deployments_defaults() -> None:
         ({"limits": {"max_iterations": 0}}, "limits.max_iterations", "greater than or equal"),
         ({"limits": {"token_budget": 10}}, "limits.token_budget", "greater than or equal"),
         ({"limits": {"max_iter": 3}}, "limits.max_iter", "Extra inputs are not permitted"),
+        ({"limits": {"max_seconds": 0}}, "limits.max_seconds", "greater than or equal"),
+        ({"limits": {"max_seconds": 86_401}}, "limits.max_seconds", "less than or equal"),
+        ({"limits": {"max_invocations": 0}}, "limits.max_invocations", "greater than or equal"),
+        ({"limits": {"max_invocations": 101}}, "limits.max_invocations", "less than or equal"),
         ({"output": {"formats": ["pdf"]}}, "output.formats.0", "Input should be"),
         ({"output": {"formats": []}}, "output.formats", "at least 1 item"),
         ({"promt": "typo"}, "promt", "Extra inputs are not permitted"),
@@ -211,3 +216,20 @@ def test_s3_uris() -> None:
     assert parse_s3_uri("s3://my-bucket/jobs/nightly.json") == ("my-bucket", "jobs/nightly.json")
     with pytest.raises(JobsInputError):
         parse_s3_uri("https://my-bucket/jobs.json")
+
+
+def test_a_continuation_is_the_same_job_and_execution_in_a_later_segment() -> None:
+    first = JobMessage.model_validate(
+        {
+            "job": {"id": "long", "prompt": "Q?", "limits": {"max_invocations": 4}},
+            "execution_id": "e1",
+            "scheduled_time": "2025-06-02T06:00:00Z",
+        }
+    )
+
+    later = first.continued(2)
+
+    assert first.segment == 0
+    assert later.segment == 2
+    assert (later.job, later.execution_id, later.prefix) == (first.job, "e1", first.prefix)
+    assert JobMessage.model_validate_json(later.model_dump_json()) == later

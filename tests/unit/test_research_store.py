@@ -10,7 +10,13 @@ import pytest
 from agentloop.research.cli import ProgressBar, summary_table
 from agentloop.research.jobs import Rejection
 from agentloop.research.runner import JobOutcome
-from agentloop.research.store import LocalResultStore, S3ResultStore, store_from_env
+from agentloop.research.store import (
+    LocalResultStore,
+    S3ResultStore,
+    VersionConflict,
+    Versioned,
+    store_from_env,
+)
 
 
 def test_the_local_store_writes_files_under_its_root(tmp_path: Path) -> None:
@@ -44,6 +50,24 @@ def test_the_local_store_deletes_a_key_and_ignores_a_missing_one(tmp_path: Path)
         store.delete("research/../../etc/passwd")
 
 
+def test_the_local_store_replaces_a_key_only_at_the_version_it_was_read(tmp_path: Path) -> None:
+    store = LocalResultStore(tmp_path)
+    key = "checkpoints/2025-06-02/j/e.json"
+    assert store.get(key) is None
+
+    first = store.put_if(key, b"one", "application/json", version=None)
+    with pytest.raises(VersionConflict):
+        store.put_if(key, b"created twice", "application/json", version=None)
+    second = store.put_if(key, b"two", "application/json", version=first)
+    with pytest.raises(VersionConflict):
+        store.put_if(key, b"from a stale read", "application/json", version=first)
+
+    assert store.get(key) == Versioned(b"two", second)
+    assert first != second
+    with pytest.raises(ValueError, match="not a relative store key"):
+        store.put_if("checkpoints/../../x", b"", "application/json", version=None)
+
+
 def test_the_store_is_chosen_by_the_environment(tmp_path: Path) -> None:
     default = store_from_env({})
     assert isinstance(default, LocalResultStore)
@@ -56,7 +80,9 @@ def test_the_store_is_chosen_by_the_environment(tmp_path: Path) -> None:
     assert s3.location("research/d/j/report.md") == "s3://results/research/d/j/report.md"
 
 
-def outcome(job_id: str, *, failed: bool = False, limit: str | None = None) -> JobOutcome:
+def outcome(
+    job_id: str, *, failed: bool = False, limit: str | None = None, invocations: int = 1
+) -> JobOutcome:
     return JobOutcome(
         job_id=job_id,
         execution_id="e",
@@ -66,6 +92,7 @@ def outcome(job_id: str, *, failed: bool = False, limit: str | None = None) -> J
         seconds=1.25,
         location=f"out/{job_id}/{'failure.json' if failed else 'report.md'}",
         error="configuration: GROQ_API_KEY is not set" if failed else None,
+        invocations=invocations,
     )
 
 
@@ -74,7 +101,7 @@ def test_the_table_has_one_row_per_job_and_the_errors() -> None:
         [
             outcome("alpha"),
             outcome("beta-longer-name", failed=True),
-            outcome("gamma", limit="deadline"),
+            outcome("gamma", limit="deadline", invocations=3),
         ],
         [
             Rejection("#2", 2, "id", "Field required"),
@@ -83,7 +110,17 @@ def test_the_table_has_one_row_per_job_and_the_errors() -> None:
     )
 
     lines = table.splitlines()
-    header = ["job", "status", "stop", "reason", "tokens", "seconds", "report", "error"]
+    header = [
+        "job",
+        "status",
+        "stop",
+        "reason",
+        "tokens",
+        "seconds",
+        "invocations",
+        "report",
+        "error",
+    ]
     assert lines[0].split() == header
     assert lines[2].split() == [
         "alpha",
@@ -91,14 +128,16 @@ def test_the_table_has_one_row_per_job_and_the_errors() -> None:
         "completed",
         "12,345",
         "1.2",
+        "1",
         "out/alpha/report.md",
     ]
-    assert lines[3].split()[:6] == [
+    assert lines[3].split()[:7] == [
         "beta-longer-name",
         "failed",
         "error",
         "0",
         "1.2",
+        "1",
         "out/beta-longer-name/failure.json",
     ]
     assert lines[3].endswith("configuration: GROQ_API_KEY is not set")
@@ -108,9 +147,10 @@ def test_the_table_has_one_row_per_job_and_the_errors() -> None:
         "deadline",
         "12,345",
         "1.2",
+        "3",
         "out/gamma/report.md",
     ]
-    assert lines[5].split()[:6] == ["#2", "rejected", "-", "-", "-", "-"]
+    assert lines[5].split()[:7] == ["#2", "rejected", "-", "-", "-", "-", "-"]
     assert lines[5].endswith("id: Field required; prompt: Field required")
     assert lines[2].index("1.2") + 3 == lines[0].index("seconds") + 7  # numbers right-aligned
 

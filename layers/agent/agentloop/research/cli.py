@@ -4,7 +4,11 @@ Jobs run concurrently (at most ``--concurrency`` at once) through the same
 :class:`~agentloop.research.runner.JobRunner` as the SQS worker, writing to
 ``AGENTLOOP_RESULTS_DIR`` (default ``./research-output``) or to S3 when
 ``AGENTLOOP_RESULTS_BUCKET`` is set. A progress bar goes to stderr, the summary table to
-stdout.
+stdout. ``--invocation-timeout SECONDS`` gives each invocation that long, as Lambda's timeout
+does: a job that needs longer suspends there, and its next invocation continues it from the
+checkpoint (here at once, where the worker would queue a message). Running the same jobs with
+the same ``--execution-id`` again continues unfinished ones from their checkpoints (after a
+killed run) and reports finished ones as they ended.
 
 Exit status: 0 when every job ran and left a report (``succeeded``, or ``incomplete``: a
 limit stopped it and its report says so at the top); 1 when a job was rejected or failed
@@ -26,12 +30,28 @@ from pathlib import Path
 from typing import TextIO
 
 from agentloop.config import AgentConfig, ConfigurationError
+from agentloop.limits import Deadline
+from agentloop.loop import MIN_TURN_S
 from agentloop.research.jobs import JobMessage, JobsInputError, Rejection, parse_jobs_text
 from agentloop.research.planner import read_s3_text
 from agentloop.research.runner import JobOutcome, JobRunner
 from agentloop.research.store import LocalResultStore, ResultStore, store_from_env
+from agentloop.tools.registry import ToolRegistry
 
 DEFAULT_CONCURRENCY = 4
+
+
+async def run_job(
+    message: JobMessage, runner: JobRunner, *, invocation_timeout: float | None = None
+) -> JobOutcome:
+    """One job to its end: invocation after invocation while it suspends, each given
+    ``invocation_timeout`` seconds (none: one invocation, bounded by the job's time limit)."""
+    while True:
+        deadline = Deadline.after(invocation_timeout) if invocation_timeout else None
+        outcome = await runner.run(message, deadline=deadline)
+        if outcome.status != "suspended" or outcome.next_segment is None:
+            return outcome
+        message = message.continued(outcome.next_segment)
 
 
 async def run_jobs(
@@ -40,13 +60,14 @@ async def run_jobs(
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     on_done: Callable[[JobOutcome], None] | None = None,
+    invocation_timeout: float | None = None,
 ) -> list[JobOutcome]:
     """Run every job, at most ``concurrency`` at once; outcomes in the jobs' order."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(message: JobMessage) -> JobOutcome:
         async with gate:
-            outcome = await runner.run(message)
+            outcome = await run_job(message, runner, invocation_timeout=invocation_timeout)
         if on_done is not None:
             on_done(outcome)
         return outcome
@@ -106,12 +127,14 @@ class ProgressBar:
 
 
 def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection] = ()) -> str:
-    """job, status, stop reason, tokens, seconds, report (and the error, when there is one).
+    """job, status, stop reason, tokens, seconds, invocations, report (and the error, when
+    there is one).
 
     The status column tells an ``incomplete`` job (a limit stopped it; its report may be
-    partial) from one that ``succeeded``, which the stop reason alone leaves to the reader.
+    partial) from one that ``succeeded``, which the stop reason alone leaves to the reader;
+    seconds and invocations count every invocation the job took.
     """
-    header = ["job", "status", "stop reason", "tokens", "seconds", "report"]
+    header = ["job", "status", "stop reason", "tokens", "seconds", "invocations", "report"]
     rows = [
         [
             o.job_id,
@@ -119,6 +142,7 @@ def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection
             o.stop_reason,
             f"{o.tokens:,}",
             f"{o.seconds:.1f}",
+            str(o.invocations),
             o.location,
             o.error or "",
         ]
@@ -129,13 +153,13 @@ def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection
         by_job.setdefault(rejection.job, []).append(rejection)
     for job, problems in by_job.items():
         why = "; ".join(f"{r.field}: {r.message}" for r in problems)
-        rows.append([job, "rejected", "-", "-", "-", "-", why])
+        rows.append([job, "rejected", "-", "-", "-", "-", "-", why])
     if any(row[-1] for row in rows):
         header.append("error")
     else:
         rows = [row[:-1] for row in rows]
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
-    numeric = {3, 4}
+    numeric = {3, 4, 5}
 
     def line(cells: Sequence[str]) -> str:
         parts = [
@@ -163,13 +187,29 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output", type=Path, help="results folder (default: AGENTLOOP_RESULTS_DIR or S3)"
     )
-    parser.add_argument("--execution-id", help="recorded with each job (default: local-<time>)")
+    parser.add_argument(
+        "--execution-id",
+        help="recorded with each job (default: local-<time>); the same id again continues "
+        "unfinished jobs from their checkpoints",
+    )
+    parser.add_argument(
+        "--invocation-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="each invocation's time, as Lambda's timeout (default: none); a job that needs "
+        "longer continues in further invocations from its checkpoint",
+    )
     return parser
 
 
 def main(
-    argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None
+    argv: list[str] | None = None,
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    tools: ToolRegistry | None = None,
 ) -> int:
+    """The command; ``tools`` replaces the default registry (as the worker's ``from_env``)."""
     out = out or sys.stdout
     err = err or sys.stderr
     args = _parser().parse_args(argv)
@@ -178,15 +218,28 @@ def main(
     if args.concurrency < 1:
         print("error: --concurrency must be at least 1", file=err)
         return 2
-    from agentloop.defaults import default_registry
+    if args.invocation_timeout is not None and not args.invocation_timeout > 0:
+        print("error: --invocation-timeout must be a positive number of seconds", file=err)
+        return 2
+    if tools is None:
+        from agentloop.defaults import default_registry
 
-    tools = default_registry()
+        tools = default_registry()
     try:
         config = AgentConfig.from_env()
         text = _read(args.jobs)
         parsed = parse_jobs_text(text, name=args.jobs, known_tools=tools.names)
     except (OSError, JobsInputError, ConfigurationError) as exc:
         print(f"error: {exc}", file=err)
+        return 2
+    least = config.deadline_reserve_s + MIN_TURN_S
+    if args.invocation_timeout is not None and args.invocation_timeout <= least:
+        print(
+            f"error: --invocation-timeout must be more than {least:g} s: no turn would start "
+            f"(each needs {MIN_TURN_S:g} s beyond AGENTLOOP_DEADLINE_RESERVE_S, "
+            f"{config.deadline_reserve_s:g} s)",
+            file=err,
+        )
         return 2
     for rejection in parsed.rejections:
         print(f"rejected: {rejection}", file=err)
@@ -199,14 +252,20 @@ def main(
     store: ResultStore = LocalResultStore(args.output) if args.output else store_from_env()
     runner = JobRunner(store=store, config=config, tools=tools)
     bar = ProgressBar(len(messages), err)
-    outcomes = asyncio.run(_run_with_bar(messages, runner, args.concurrency, bar))
+    outcomes = asyncio.run(
+        _run_with_bar(messages, runner, args.concurrency, bar, args.invocation_timeout)
+    )
     out.write("\n" + summary_table(outcomes, parsed.rejections))
     ok = all(o.status != "failed" for o in outcomes) and not parsed.rejections
     return 0 if ok else 1
 
 
 async def _run_with_bar(
-    messages: Sequence[JobMessage], runner: JobRunner, concurrency: int, bar: ProgressBar
+    messages: Sequence[JobMessage],
+    runner: JobRunner,
+    concurrency: int,
+    bar: ProgressBar,
+    invocation_timeout: float | None,
 ) -> list[JobOutcome]:
     async def tick() -> None:
         while True:
@@ -215,7 +274,13 @@ async def _run_with_bar(
 
     ticker = asyncio.create_task(tick()) if bar.live else None
     try:
-        return await run_jobs(messages, runner, concurrency=concurrency, on_done=bar.advance)
+        return await run_jobs(
+            messages,
+            runner,
+            concurrency=concurrency,
+            on_done=bar.advance,
+            invocation_timeout=invocation_timeout,
+        )
     finally:
         if ticker is not None:
             ticker.cancel()

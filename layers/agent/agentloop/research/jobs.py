@@ -40,11 +40,33 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+DEFAULT_MAX_SECONDS = 3_600
+DEFAULT_MAX_INVOCATIONS = 12
+
+
 class JobLimits(_Strict):
-    """Per-job limits; left out, the deployment's defaults apply (and its caps always do)."""
+    """Per-job limits; left out, the deployment's defaults apply (and its caps always do).
+
+    They hold for the whole job, however many invocations it takes: the iterations and the
+    tokens spent carry over from one invocation to the next, and so does the running time.
+    """
 
     max_iterations: int | None = Field(default=None, ge=1, le=100)
     token_budget: int | None = Field(default=None, ge=1_000, le=10_000_000)
+    max_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=86_400,
+        description=f"Running time over all invocations (default {DEFAULT_MAX_SECONDS}); the "
+        "invocation that reaches it answers from what the job has gathered.",
+    )
+    max_invocations: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description=f"Invocations the job may take (default {DEFAULT_MAX_INVOCATIONS}); the "
+        "last one answers at its deadline instead of continuing.",
+    )
 
 
 class JobOutput(_Strict):
@@ -166,12 +188,18 @@ class ScheduleInput(_Strict):
 
 
 class JobMessage(_Strict):
-    """One SQS message: a job and the schedule execution it belongs to."""
+    """One SQS message: a job, the schedule execution it belongs to, and which invocation of
+    the job it starts (``segment``: 0 for the planner's, then one more per continuation)."""
 
     job: JobSpec
     execution_id: str = Field(min_length=1, max_length=128)
     scheduled_time: AwareDatetime
     schedule_arn: str | None = None
+    segment: int = Field(default=0, ge=0, le=1_000)
+
+    def continued(self, segment: int) -> JobMessage:
+        """The message that continues this job in the invocation ``segment``."""
+        return self.model_copy(update={"segment": segment})
 
     @property
     def date(self) -> str:

@@ -63,6 +63,8 @@ class RunFacts:
     attempt: int | None = None
     start: RunStart | None = None
     notices: list[Notice] = field(default_factory=list)
+    invocations: int = 1
+    """Invocations the job took so far (each continued the one before from its checkpoint)."""
 
     @classmethod
     def gather(
@@ -74,8 +76,17 @@ class RunFacts:
         finished_at: datetime,
         seconds: float,
         attempt: int | None = None,
+        invocations: int = 1,
     ) -> RunFacts:
-        facts = cls(message, events, started_at, finished_at, seconds, attempt=attempt)
+        facts = cls(
+            message,
+            events,
+            started_at,
+            finished_at,
+            seconds,
+            attempt=attempt,
+            invocations=invocations,
+        )
         for event in events:
             if isinstance(event, RunStart) and event.depth == 0:
                 facts.model = event.model
@@ -133,10 +144,13 @@ class RunFacts:
                 "the model had finished.",
             )
         elif done.stop_reason == "deadline":
+            spent = f"{self.seconds:.1f} s"
+            if self.invocations > 1:
+                spent += f" over {self.invocations} invocations"
             what = (
                 "stopped at its deadline",
-                f"The run ran out of time after {self.seconds:.1f} s (the time its Lambda "
-                "invocation had left for it) before the model had finished.",
+                f"The run ran out of time after {spent} (its time limit, `limits.max_seconds`, "
+                "or the time its last allowed invocation had) before the model had finished.",
             )
         else:
             what = ("cancelled", "The run was cancelled before the model had finished.")
@@ -224,6 +238,7 @@ def report_json(facts: RunFacts) -> dict[str, Any]:
         "started_at": facts.started_at.isoformat(),
         "finished_at": facts.finished_at.isoformat(),
         "seconds": round(facts.seconds, 3),
+        "invocations": facts.invocations,
         "attempt": facts.attempt,
     }
 
@@ -248,6 +263,7 @@ def failure_json(facts: RunFacts, error: str) -> dict[str, Any]:
         "execution_id": facts.message.execution_id,
         "scheduled_time": facts.message.scheduled_time.isoformat(),
         "attempt": facts.attempt,
+        "invocations": facts.invocations,
         "error": error,
         "errors": facts.errors,
         "stop_reason": done.stop_reason if done else None,
@@ -283,6 +299,7 @@ def _run_rows(facts: RunFacts) -> list[tuple[str, str]]:
         ("started", facts.started_at.isoformat(timespec="seconds")),
         ("finished", facts.finished_at.isoformat(timespec="seconds")),
         ("duration", f"{facts.seconds:.1f} s"),
+        ("invocations", str(facts.invocations)),
         ("scheduled", facts.message.scheduled_time.isoformat(timespec="seconds")),
         ("execution id", facts.message.execution_id),
     ]

@@ -1,4 +1,4 @@
-"""Run one research job to the end and store what it produced.
+"""Run one invocation of a research job: start it, or continue it from its checkpoint.
 
 The same code runs in the SQS worker and in ``python -m agentloop.research``: the job
 goes through :func:`agentloop.chat.handle_chat` without streaming, and its files go to
@@ -6,16 +6,27 @@ the results store under ``research/<date>/<job-id>/``. A run that ends in an err
 provider refusing, a configuration problem, a bug) leaves ``failure.json`` with the
 partial transcript; the caller decides whether that is retried.
 
+A job may take several invocations (``checkpoint``): while its limits allow another, the run
+is asked to suspend at the invocation's deadline rather than answer, its state is written
+to the checkpoint, and the outcome is ``suspended`` with the segment that continues it (the
+worker queues that message, the CLI runs it next). The last invocation the job's limits allow
+answers at its deadline instead. Between, a checkpoint is written after every completed round.
+
 Statuses: ``succeeded`` (the model finished), ``incomplete`` (a limit - iterations, token
-budget, deadline - stopped the run; it answered from what it had, and the report says so at
-the top), ``failed`` (no usable answer). A run that leaves a report removes the
-``failure.json`` an earlier attempt left, so the folder never shows both for one outcome.
+budget, time - stopped the run; it answered from what it had, and the report says so at the
+top), ``failed`` (no usable answer), ``suspended`` (continues in another invocation) and
+``skipped`` (a stale delivery: a later invocation holds the job; nothing ran). A run that
+leaves a report removes the ``failure.json`` an earlier attempt left, so the folder never
+shows both for one outcome.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -24,12 +35,20 @@ from typing import Any, Literal
 
 from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig
-from agentloop.events import Event
+from agentloop.events import EVENT_ADAPTER, ApprovalRequest, Done, Event
 from agentloop.limits import Deadline, LambdaContextLike
 from agentloop.llm.base import ChatModel
 from agentloop.llm.registry import get_model
-from agentloop.models import ChatRequest, UserMessage
-from agentloop.research.jobs import JobMessage
+from agentloop.models import ChatRequest, RunProgress, UserMessage
+from agentloop.research.checkpoint import (
+    Checkpoints,
+    JobState,
+    RoundRecorder,
+    StaleCheckpoint,
+    checkpoint_key,
+    wire_events,
+)
+from agentloop.research.jobs import DEFAULT_MAX_INVOCATIONS, DEFAULT_MAX_SECONDS, JobMessage
 from agentloop.research.report import (
     RunFacts,
     failure_json,
@@ -43,12 +62,13 @@ from agentloop.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
 
-JobStatus = Literal["succeeded", "incomplete", "failed"]
+JobStatus = Literal["succeeded", "incomplete", "failed", "suspended", "skipped"]
 
 
 @dataclass
 class JobOutcome:
-    """What became of one job; small and JSON-able (the idempotency record stores it)."""
+    """What became of one invocation of a job; small and JSON-able (the idempotency record
+    stores it). A finished job's outcome counts every invocation it took."""
 
     job_id: str
     execution_id: str
@@ -57,11 +77,17 @@ class JobOutcome:
     tokens: int
     seconds: float
     location: str
-    """report.md (or the first report format) when there is a report, else failure.json."""
+    """report.md (or the first report format) when there is a report, else failure.json
+    (the checkpoint while the job goes on)."""
     model: str | None = None
     iterations: int = 0
     error: str | None = None
     files: list[str] = field(default_factory=list)
+    invocations: int = 1
+    segment: int = 0
+    """The invocation of the job this outcome is of (the message's segment)."""
+    next_segment: int | None = None
+    """``suspended``: the invocation that continues the job."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,21 +98,11 @@ class JobOutcome:
 
 
 class JobFailed(Exception):
-    """Raised by the worker so SQS redelivers the message (failure.json is already written)."""
+    """Raised by the worker so SQS redelivers the message (failure.json is already written);
+    the redelivery continues from the job's last checkpoint."""
 
     def __init__(self, outcome: JobOutcome) -> None:
         super().__init__(f"job {outcome.job_id!r} failed: {outcome.error}")
-        self.outcome = outcome
-
-
-class JobIncomplete(Exception):
-    """Raised by the worker so SQS delivers a limit-stopped job once more (its partial
-    report is already written and stays if the retry does no better)."""
-
-    def __init__(self, outcome: JobOutcome) -> None:
-        super().__init__(
-            f"job {outcome.job_id!r} stopped at its {outcome.stop_reason} limit; retrying"
-        )
         self.outcome = outcome
 
 
@@ -100,6 +116,12 @@ class JobRunner:
     model_factory: Callable[[str], ChatModel] = get_model
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
+    def __post_init__(self) -> None:
+        self.checkpoints = Checkpoints(self.store)
+        self._setup = AgentSetup(
+            config=self.config, tools=self.tools, model_factory=self.model_factory
+        )
+
     async def run(
         self,
         message: JobMessage,
@@ -107,52 +129,86 @@ class JobRunner:
         deadline: Deadline | None = None,
         attempt: int | None = None,
     ) -> JobOutcome:
-        """Run the job; never raises for the job's own failures (see ``JobOutcome.status``)."""
-        job = message.job
-        request = ChatRequest(
-            messages=[UserMessage(content=job.prompt)],
-            model=job.model,
-            tools=job.tools,
-            max_iterations=job.limits.max_iterations,
-            token_budget=job.limits.token_budget,
-        )
-        context = ChatContext(
-            setup=AgentSetup(
-                config=self.config, tools=self.tools, model_factory=self.model_factory
-            ),
-            deadline=deadline or Deadline(),
-            request_id=f"{job.id}:{message.execution_id}",
-            # execute_code's sandbox tenant: each job its own (job ids fit Lambda's TenantId),
-            # so code run for one job never shares an execution environment with another's.
-            extras={SANDBOX_TENANT_KEY: f"research:{job.id}"},
-        )
-        events: list[Event] = []
+        """Run the message's invocation of the job; never raises for the job's own failures
+        (see ``JobOutcome.status``)."""
         started_at, start = self.clock(), time.monotonic()
-        crash: str | None = None
         try:
-            async for event in handle_chat(request, context):
-                events.append(event)
-        except Exception as exc:  # a bug below: keep what was gathered, say what broke
-            logger.exception("research job %s crashed", job.id)
-            crash = f"internal error: {type(exc).__name__}: {exc}"
-        facts = RunFacts.gather(
-            message,
-            events,
-            started_at=started_at,
-            finished_at=self.clock(),
-            seconds=time.monotonic() - start,
-            attempt=attempt,
-        )
-        error = crash or _run_error(facts)
-        if error is not None:
-            return self._fail(facts, error)
-        try:
-            return self._succeed(facts)
-        except Exception as exc:  # the store refused: record it if it still can
-            logger.exception("research job %s: storing the results failed", job.id)
-            return self._fail(facts, f"storing the results failed: {type(exc).__name__}: {exc}")
+            state, version = await asyncio.to_thread(self.checkpoints.load, message)
+        except Exception as exc:  # a store that cannot be read: nothing can run safely
+            logger.exception("research job %s: reading its checkpoint failed", message.job.id)
+            facts = RunFacts.gather(
+                message, [], started_at=started_at, finished_at=self.clock(), seconds=0.0
+            )
+            return self._fail(facts, f"reading the checkpoint failed: {type(exc).__name__}: {exc}")
+        ruled = self._ruling(message, state)
+        if ruled is not None:
+            return ruled
+        if state is None:
+            state = JobState.begin(message, started_at)
+        invocation = _Invocation(self, message, state, version, attempt, start)
+        return await invocation.run(deadline)
 
-    def _succeed(self, facts: RunFacts) -> JobOutcome:
+    def _ruling(self, message: JobMessage, state: JobState | None) -> JobOutcome | None:
+        """What a delivery that must not run gets: a finished job's outcome, the hand-off to
+        re-send, a stale delivery skipped, or a continuation whose checkpoint is gone."""
+        job = message.job
+        if state is None:
+            if message.segment == 0:
+                return None
+            return self._lost(message)
+        if state.status == "finished" and state.outcome is not None:
+            logger.info("research job %s: already finished; delivery dropped", job.id)
+            return JobOutcome.from_dict(state.outcome)
+        if state.segment == message.segment:
+            return None
+        if state.segment == message.segment + 1:
+            # This invocation suspended the job; its message for the next one may not have
+            # been sent (a sender that died in between): the caller sends it (again).
+            logger.info("research job %s: re-sending its hand-off to %d", job.id, state.segment)
+            return self._state_outcome(message, state, "suspended", next_segment=state.segment)
+        logger.warning(
+            "research job %s: a stale delivery (segment %d; the job is at %d) is dropped",
+            job.id,
+            message.segment,
+            state.segment,
+        )
+        return self._state_outcome(message, state, "skipped")
+
+    def _lost(self, message: JobMessage) -> JobOutcome:
+        facts = RunFacts.gather(
+            message, [], started_at=self.clock(), finished_at=self.clock(), seconds=0.0
+        )
+        return self._fail(
+            facts,
+            f"the checkpoint of this job is gone, so invocation {message.segment} cannot "
+            "continue it (expired or deleted)",
+        )
+
+    def _state_outcome(
+        self,
+        message: JobMessage,
+        state: JobState,
+        status: JobStatus,
+        *,
+        next_segment: int | None = None,
+    ) -> JobOutcome:
+        """An outcome told from the checkpoint alone (nothing ran in this invocation)."""
+        return JobOutcome(
+            job_id=message.job.id,
+            execution_id=message.execution_id,
+            status=status,
+            stop_reason="suspended" if status == "suspended" else "-",
+            tokens=sum(u.total_tokens for u in state.usage_by_depth),
+            seconds=round(state.seconds, 3),
+            location=self.store.location(checkpoint_key(message)),
+            iterations=state.iterations,
+            invocations=state.invocations,
+            segment=message.segment,
+            next_segment=next_segment,
+        )
+
+    def finish(self, facts: RunFacts) -> JobOutcome:
+        """Write the reports of a run that answered; its outcome."""
         message, done = facts.message, facts.done
         assert done is not None
         output = message.job.output
@@ -205,6 +261,7 @@ class JobRunner:
         *,
         error: str | None = None,
         files: list[str],
+        next_segment: int | None = None,
     ) -> JobOutcome:
         done = facts.done
         return JobOutcome(
@@ -219,7 +276,205 @@ class JobRunner:
             iterations=done.iterations if done else 0,
             error=error,
             files=files,
+            invocations=facts.invocations,
+            segment=facts.message.segment,
+            next_segment=next_segment,
         )
+
+
+class _Invocation:
+    """One invocation's work on a job: the run, a checkpoint per round, the ending."""
+
+    def __init__(
+        self,
+        runner: JobRunner,
+        message: JobMessage,
+        state: JobState,
+        version: str | None,
+        attempt: int | None,
+        start: float,
+    ) -> None:
+        self.runner = runner
+        self.message = message
+        self.state = state
+        self.version = version
+        self.attempt = attempt
+        self.start = start
+        self.earlier_wire = list(state.events)
+        self.earlier: list[Event] = [EVENT_ADAPTER.validate_python(e) for e in state.events]
+        self.events: list[Event] = []
+        self.base_seconds = state.seconds
+        self.base_messages = list(state.messages)
+        state.invocations += 1  # this one, counted in every write it makes
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    async def run(self, deadline: Deadline | None) -> JobOutcome:
+        job, state = self.message.job, self.state
+        run_deadline, last = self._plan(deadline)
+        request = ChatRequest(
+            messages=[UserMessage(content=job.prompt), *state.messages],
+            model=job.model,
+            tools=job.tools,
+            max_iterations=job.limits.max_iterations,
+            token_budget=job.limits.token_budget,
+        )
+        progress = None
+        if state.iterations or state.usage_by_depth:
+            progress = RunProgress(
+                iterations=state.iterations, usage_by_depth=list(state.usage_by_depth)
+            )
+        context = ChatContext(
+            setup=self.runner._setup,
+            deadline=run_deadline,
+            request_id=f"{job.id}:{self.message.execution_id}",
+            # execute_code's sandbox tenant: each job its own (job ids fit Lambda's TenantId),
+            # so code run for one job never shares an execution environment with another's.
+            extras={SANDBOX_TENANT_KEY: f"research:{job.id}"},
+            progress=progress,
+            suspend_at_deadline=not last,
+        )
+        recorder = RoundRecorder(state.iterations, state.usage_by_depth)
+        crash: str | None = None
+        try:
+            stream = handle_chat(request, context)
+            try:
+                async for event in stream:
+                    self.events.append(event)
+                    if recorder.feed(event):
+                        await self._save_round(recorder)
+            finally:  # leaving early (a stale checkpoint) cancels the run and waits for it
+                with contextlib.suppress(Exception):
+                    await stream.aclose()  # type: ignore[attr-defined]
+        except StaleCheckpoint as exc:
+            logger.warning("research job %s: another delivery took it over: %s", job.id, exc)
+            return self.runner._state_outcome(self.message, self.state, "skipped")
+        except Exception as exc:  # a bug below: keep what was gathered, say what broke
+            logger.exception("research job %s crashed", job.id)
+            crash = f"internal error: {type(exc).__name__}: {exc}"
+        facts = self._facts()
+        error = crash or _run_error(facts) or _paused_error(facts)
+        if error is not None:
+            await self._save_progress(recorder)
+            return self.runner._fail(facts, error)
+        done = facts.done
+        assert done is not None
+        if done.stop_reason == "suspended":
+            return await self._suspend(facts, done)
+        try:
+            outcome = self.runner.finish(facts)
+        except Exception as exc:  # the store refused: record it if it still can
+            logger.exception("research job %s: storing the results failed", job.id)
+            return self.runner._fail(
+                facts, f"storing the results failed: {type(exc).__name__}: {exc}"
+            )
+        await self._save_finished(outcome)
+        return outcome
+
+    def _plan(self, deadline: Deadline | None) -> tuple[Deadline, bool]:
+        """This invocation's deadline, and whether it is the job's last: the last answers at
+        its deadline (the job's time limit, or its own end), the others suspend there."""
+        limits = self.message.job.limits
+        max_seconds = limits.max_seconds or DEFAULT_MAX_SECONDS
+        max_invocations = limits.max_invocations or DEFAULT_MAX_INVOCATIONS
+        job_left = max(0.0, max_seconds - self.state.seconds)
+        here = deadline.remaining() if deadline is not None else math.inf
+        last = self.state.invocations >= max_invocations or job_left <= here
+        if not last:
+            assert deadline is not None
+            return deadline, False
+        return Deadline.after(min(job_left, here)), True
+
+    def _facts(self) -> RunFacts:
+        return RunFacts.gather(
+            self.message,
+            [*self.earlier, *self.events],
+            started_at=self.state.started_at,
+            finished_at=self.runner.clock(),
+            seconds=self.base_seconds + self.elapsed,
+            attempt=self.attempt,
+            invocations=self.state.invocations,
+        )
+
+    async def _write(self) -> None:
+        self.version = await asyncio.to_thread(
+            self.runner.checkpoints.save, self.message, self.state, self.version
+        )
+
+    async def _save_round(self, recorder: RoundRecorder) -> None:
+        """After a completed round: the history so far, before the turn that just started."""
+        state = self.state
+        state.messages = [*self.base_messages, *recorder.messages]
+        state.iterations = recorder.iterations
+        state.usage_by_depth = list(recorder.usage_by_depth)
+        state.events = [*self.earlier_wire, *wire_events(self.events[:-1])]
+        state.seconds = self.base_seconds + self.elapsed
+        await self._write()
+
+    async def _save_progress(self, recorder: RoundRecorder) -> None:
+        """A failed invocation keeps its completed rounds and time (best effort): the retry
+        continues from there."""
+        try:
+            recorder.flush()
+            state = self.state
+            state.messages = [*self.base_messages, *recorder.messages]
+            state.iterations = recorder.iterations
+            state.usage_by_depth = list(recorder.usage_by_depth)
+            state.events = [*self.earlier_wire, *wire_events(self.events)]
+            state.seconds = self.base_seconds + self.elapsed
+            await self._write()
+        except Exception:
+            logger.warning(
+                "research job %s: could not record its progress", self.message.job.id, exc_info=True
+            )
+
+    async def _suspend(self, facts: RunFacts, done: Done) -> JobOutcome:
+        """Hand the job to its next invocation: the checkpoint first, then the caller's message
+        (a hand-off written but not sent is re-sent by this segment's redelivery)."""
+        state = self.state
+        state.messages = [*self.base_messages, *done.messages]
+        state.iterations = done.iterations
+        state.usage_by_depth = list(done.usage_by_depth)
+        state.events = [*self.earlier_wire, *wire_events(self.events)]
+        state.seconds = self.base_seconds + self.elapsed
+        state.segment = self.message.segment + 1
+        try:
+            await self._write()
+        except StaleCheckpoint as exc:
+            logger.warning("research job %s: another delivery took it over: %s", state.job_id, exc)
+            return self.runner._state_outcome(self.message, state, "skipped")
+        location = self.runner.store.location(checkpoint_key(self.message))
+        return self.runner._outcome(
+            facts, "suspended", location, files=[], next_segment=state.segment
+        )
+
+    async def _save_finished(self, outcome: JobOutcome) -> None:
+        """A finished job's checkpoint keeps only its outcome: later deliveries get that."""
+        finished = JobState(
+            job_id=self.state.job_id,
+            execution_id=self.state.execution_id,
+            seq=self.state.seq,
+            segment=self.state.segment,
+            status="finished",
+            iterations=outcome.iterations,
+            usage_by_depth=self.state.usage_by_depth,
+            started_at=self.state.started_at,
+            seconds=outcome.seconds,
+            invocations=self.state.invocations,
+            outcome=outcome.as_dict(),
+        )
+        try:
+            self.version = await asyncio.to_thread(
+                self.runner.checkpoints.save, self.message, finished, self.version
+            )
+        except Exception:  # the reports are written; a redelivery would only redo the end
+            logger.warning(
+                "research job %s: could not mark its checkpoint finished",
+                self.message.job.id,
+                exc_info=True,
+            )
 
 
 class JobTimeShare:
@@ -243,6 +498,19 @@ class JobTimeShare:
         share = max(0.0, remaining) / self._left
         self._left = max(1, self._left - 1)
         return Deadline.after(share)
+
+
+def _paused_error(facts: RunFacts) -> str | None:
+    """A run that paused for a person or a client tool: nobody can answer a batch job."""
+    done = facts.done
+    if done is None or done.stop_reason not in ("approval_required", "client_tools"):
+        return None
+    names = sorted({e.name for e in facts.events if isinstance(e, ApprovalRequest)})
+    return (
+        f"the model called {', '.join(names) or 'a tool'}, which needs a person's approval "
+        "(AGENTLOOP_APPROVAL_TOOLS); nobody can approve a research job's call, so leave "
+        "such tools out of its tools"
+    )
 
 
 def _run_error(facts: RunFacts) -> str | None:

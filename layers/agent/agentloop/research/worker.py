@@ -2,14 +2,17 @@
 
 * Powertools ``BatchProcessor`` + ``process_partial_response``: a job that fails is a
   batch item failure (SQS redelivers only that message; after 3 receives the queue's
-  redrive policy moves it to the dead-letter queue) while the others succeed.
-* Powertools idempotency on DynamoDB, keyed on exactly job id + execution id: a
-  redelivered message for a finished job returns the stored outcome without calling the
-  model. A failed job's record is removed by Powertools when it raises, so the retry runs.
-* A job a limit stopped (``incomplete``) has written its report. One stopped by its
-  deadline on the first receive is a batch item failure as well, so SQS delivers it once
-  more (a slow provider or a crowded batch may not recur); one stopped by its iteration
-  limit or token budget is not, since the same job would hit the same limit again.
+  redrive policy moves it to the dead-letter queue) while the others succeed. The
+  redelivery continues from the job's last checkpoint.
+* A job that meets its invocation's deadline (and whose limits allow another invocation)
+  is suspended: its checkpoint says the next segment holds it, and the worker queues that
+  segment's message on the same queue (``AGENTLOOP_RESEARCH_QUEUE_URL``) before this one is
+  deleted. Without a queue (``make invoke``) the worker runs the continuation itself.
+* Powertools idempotency on DynamoDB, keyed on exactly job id + execution id + segment: a
+  redelivered message for an invocation that ended returns the stored outcome without
+  calling the model; a failed one's record is removed when it raises, so the retry runs.
+  The checkpoint's segment and its compare-and-swap writes drop whatever delivery the
+  table does not (a message for an earlier segment runs nothing).
 * Without ``AGENTLOOP_IDEMPOTENCY_TABLE`` (only allowed off Lambda, e.g. ``make invoke``)
   the worker runs every message it is given.
 """
@@ -25,13 +28,8 @@ from typing import Any
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.limits import Deadline, LambdaContextLike
 from agentloop.research.jobs import JobMessage
-from agentloop.research.runner import (
-    JobFailed,
-    JobIncomplete,
-    JobOutcome,
-    JobRunner,
-    JobTimeShare,
-)
+from agentloop.research.planner import QUEUE_URL_ENV, MessageSender, sender_from_env
+from agentloop.research.runner import JobFailed, JobOutcome, JobRunner, JobTimeShare
 from agentloop.research.store import ResultStore, store_from_env
 from agentloop.tools.registry import ToolRegistry
 
@@ -39,8 +37,6 @@ logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_TABLE_ENV = "AGENTLOOP_IDEMPOTENCY_TABLE"
 IDEMPOTENCY_KEY_PREFIX = "research-job"
-RETRIED_LIMITS = frozenset({"deadline"})
-"""Limits worth a second attempt; iterations and budget would stop the same job again."""
 IDEMPOTENCY_TTL_S = 2 * 24 * 3600
 """A finished job is remembered for two days: longer than SQS keeps a message (1 day here)
 and than Lambda retries the planner, so every duplicate of a run arrives while it is known."""
@@ -55,6 +51,7 @@ class ResearchWorker:
         *,
         persistence: Any = None,
         expires_after_s: int = IDEMPOTENCY_TTL_S,
+        sender: MessageSender | None = None,
     ) -> None:
         from aws_lambda_powertools.utilities.idempotency import (
             IdempotencyConfig,
@@ -62,6 +59,8 @@ class ResearchWorker:
         )
 
         self.runner = runner
+        self.sender = sender
+        """Queues a suspended job's next invocation; None runs it here, one after another."""
         # One event loop for the container's life: model clients and their connection pools
         # are kept per loop, so a warm container reuses them from job to job.
         self._loop = asyncio.Runner()
@@ -69,7 +68,7 @@ class ResearchWorker:
         self._process: Callable[..., dict[str, Any]] = self._run_message
         if persistence is not None:
             self.idempotency = IdempotencyConfig(
-                event_key_jmespath="[job.id, execution_id]",
+                event_key_jmespath="[job.id, execution_id, segment]",
                 raise_on_no_idempotency_key=True,
                 expires_after_seconds=expires_after_s,
             )
@@ -116,7 +115,13 @@ class ResearchWorker:
             )
         else:
             logger.warning("%s is not set: running without idempotency", IDEMPOTENCY_TABLE_ENV)
-        return cls(runner, persistence=persistence)
+        sender = sender_from_env(env) if env.get(QUEUE_URL_ENV, "").strip() else None
+        if sender is None and env.get("AWS_LAMBDA_FUNCTION_NAME"):
+            raise ConfigurationError(
+                f"{QUEUE_URL_ENV} is not set: on Lambda the worker queues the next invocation "
+                "of a job that meets its deadline there"
+            )
+        return cls(runner, persistence=persistence, sender=sender)
 
     def handle(self, event: dict[str, Any], lambda_context: Any = None) -> dict[str, Any]:
         """One SQS batch -> ``{"batchItemFailures": [...]}`` for the messages to retry."""
@@ -147,7 +152,7 @@ class ResearchWorker:
     def handle_record(
         self, body: str, deadline: Deadline, attempt: int | None = None
     ) -> dict[str, Any]:
-        """One message: validated, then run at most once per job id + execution id."""
+        """One message: validated, then run at most once per job id + execution id + segment."""
         message = JobMessage.model_validate_json(body)
         payload = message.model_dump(mode="json")
         return self._process(message=payload, deadline=deadline, attempt=attempt)
@@ -157,22 +162,21 @@ class ResearchWorker:
     ) -> dict[str, Any]:
         job = JobMessage.model_validate(message)
         outcome = self._loop.run(self.runner.run(job, deadline=deadline, attempt=attempt))
-        retry = retries_incomplete(outcome, attempt)
-        _log(outcome, retry=retry)
+        _log(outcome)
         if outcome.status == "failed":
             raise JobFailed(outcome)
-        if retry:
-            raise JobIncomplete(outcome)
+        if outcome.status == "suspended" and outcome.next_segment is not None:
+            following = job.continued(outcome.next_segment)
+            if self.sender is not None:
+                # Sent before this message is deleted: if the send fails, this message
+                # comes back, finds the hand-off in the checkpoint and sends it again.
+                self.sender.send([following])
+            else:  # no queue (make invoke): the next invocations run here, in turn
+                return self._run_message(following.model_dump(mode="json"), Deadline(), None)
         return outcome.as_dict()
 
     def close(self) -> None:
         self._loop.close()
-
-
-def retries_incomplete(outcome: JobOutcome, attempt: int | None) -> bool:
-    """Whether an incomplete job goes back to SQS: a deadline stop, on its first receive only
-    (an unknown attempt is not retried: nothing would bound the retries)."""
-    return outcome.status == "incomplete" and outcome.stop_reason in RETRIED_LIMITS and attempt == 1
 
 
 def _remaining(context: Any) -> LambdaContextLike | None:
@@ -186,14 +190,15 @@ def _attempt(record: Any) -> int | None:
         return None
 
 
-def _log(outcome: JobOutcome, *, retry: bool = False) -> None:
+def _log(outcome: JobOutcome) -> None:
     fields = {k: v for k, v in outcome.as_dict().items() if k not in ("files",)}
     if outcome.status == "failed":
         logger.warning("research job failed", extra=fields)
     elif outcome.status == "incomplete":
-        what = "SQS delivers it once more" if retry else "not retried"
-        logger.warning(
-            "research job stopped at its %s limit; %s", outcome.stop_reason, what, extra=fields
-        )
+        logger.warning("research job stopped at its %s limit", outcome.stop_reason, extra=fields)
+    elif outcome.status == "suspended":
+        logger.info("research job continues in invocation %s", outcome.next_segment, extra=fields)
+    elif outcome.status == "skipped":
+        logger.info("research job: a stale delivery ran nothing", extra=fields)
     else:
         logger.info("research job finished", extra=fields)
