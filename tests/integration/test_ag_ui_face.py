@@ -581,7 +581,12 @@ REFUSALS: dict[str, tuple[Any, int, str | None, str]] = {
         "tools",
         "client-side tools",
     ),
-    "resume": (body(resume=[{"interruptId": "i", "status": "resolved"}]), 422, "resume", "resume"),
+    "resume without a decision": (
+        body(resume=[{"interruptId": "i", "status": "resolved"}]),
+        422,
+        "resume.0.payload.approved",
+        "a resolved approval needs payload",
+    ),
     "unknown server tool": (
         body(forwardedProps={"agentloop": {"tools": ["nope"]}}),
         422,

@@ -16,6 +16,7 @@ text_reset             top level: :class:`SentText` (the retried text is held ba
 tool_call_start        TEXT_MESSAGE_END of open text, TOOL_CALL_START/ARGS/END
                        (parentMessageId: the turn's assistant message)
 tool_call_result       TOOL_CALL_RESULT (metadata ``agentloop``: ok, duration_ms)
+approval_request       TOOL_CALL_START/ARGS/END of the call that waits (it is not run)
 subagent_start         SUBAGENT_STARTED {subagentRunId: the sub-agent's run_id, name
                        "ask_llm", description: its query, parentToolCallId,
                        parentMessageId, parentSubagentRunId when nested}
@@ -25,14 +26,26 @@ notice, model_switched CUSTOM "agentloop.notice" / "agentloop.model_switched"
 usage                  summed per model into RUN_FINISHED.usage / RUN_ERROR.usage
 error (top level)      RUN_ERROR {message, code}; the rest of the run is drained unsent
 done (top level)       RUN_FINISHED {result, outcome, usage}; "cancelled": outcome
-                       cancelled; "error" without an error event: RUN_ERROR "internal"
+                       cancelled; "error" without an error event: RUN_ERROR "internal";
+                       a pause for approval: outcome interrupt, one interrupt per call
 =====================  ==================================================================
 
 Every event of a sub-agent carries ``subagentRunId``; whatever a message, step or sub-agent
 left open is closed before the run's last event. The history sent back drops messages with a
 ``subagentRunId`` (a sub-agent's own work, which its ``ask_llm`` tool result sums up).
-Agent options travel in ``forwardedProps.agentloop`` (model, tools, max_iterations,
-token_budget); ``context`` entries become one system message.
+Agent options travel in ``forwardedProps.agentloop`` (model, tools, approval_tools,
+max_iterations, token_budget); ``context`` entries become one system message.
+
+Tool approval is AG-UI's interrupt / resume. A run paused on calls that need a person's
+approval finishes with ``outcome: {type: "interrupt", interrupts}``, one per call: ``id`` and
+``toolCallId`` = the call's id, ``reason`` "tool_call", a ``message``, a ``responseSchema``
+({approved: boolean, reason?: string}) and ``metadata.agentloop`` {name, arguments, resume}:
+``resume`` is the paused run's signed token. The next run answers every interrupt in
+``RunAgentInput.resume``: ``resolved`` with ``payload`` {approved, reason?}, or ``cancelled``
+(not run, as a denial), each entry echoing the interrupt's ``metadata`` (the protocol's place
+for "a signature proving the decision was not tampered with"), and the thread's messages as
+the client holds them. The resumed run emits no TOOL_CALL_START again: TOOL_CALL_RESULT
+against each decided call, then the rest of the run.
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentloop.events import (
+    ApprovalRequest,
     Done,
     ErrorEvent,
     Event,
@@ -64,10 +78,12 @@ from agentloop.events import (
 from agentloop.http_api import HttpError, RequestLimits
 from agentloop.limits import CancelToken
 from agentloop.models import (
+    Approval,
     AssistantMessage,
     ChatRequest,
     FunctionCall,
     Message,
+    PendingCall,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -75,6 +91,7 @@ from agentloop.models import (
     UserMessage,
 )
 from agentloop.sent_text import SentText
+from agentloop.tools.results import truncate_middle
 
 PROTOCOL_VERSION = "1.0"
 SUBAGENT_NAME = "ask_llm"
@@ -182,8 +199,21 @@ class AgentOptions(BaseModel):
 
     model: str | None = Field(default=None, max_length=200)
     tools: list[str] | None = None
+    approval_tools: list[Annotated[str, Field(max_length=128)]] | None = Field(
+        default=None, max_length=100
+    )
+    """More tools whose calls wait for a person's approval (added to the server's)."""
     max_iterations: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
+
+
+class ResumeEntry(_Loose):
+    """An answer to one interrupt: a paused call's decision (see the module docstring)."""
+
+    interruptId: str = Field(min_length=1, max_length=128)
+    status: Literal["resolved", "cancelled"]
+    payload: Any = None
+    metadata: dict[str, Any] | None = None
 
 
 class ForwardedProps(_Loose):
@@ -205,7 +235,7 @@ class RunAgentInput(_Loose):
     tools: list[Any] = Field(default_factory=list)
     context: list[ContextEntry] = Field(default_factory=list)
     forwardedProps: ForwardedProps = Field(default_factory=ForwardedProps)
-    resume: list[Any] | None = None
+    resume: list[ResumeEntry] | None = Field(default=None, max_length=64)
 
     @field_validator("forwardedProps", mode="before")
     @classmethod
@@ -222,13 +252,6 @@ class RunAgentInput(_Loose):
                 "client-side tools are not supported: the agent runs its own tools; choose "
                 'them with forwardedProps {"agentloop": {"tools": [...]}}',
                 param="tools",
-            )
-        if self.resume:
-            raise HttpError(
-                422,
-                "unsupported_parameter",
-                "this agent never interrupts a run, so there is nothing to resume",
-                param="resume",
             )
         try:
             return self._chat_request()
@@ -254,18 +277,98 @@ class RunAgentInput(_Loose):
         if self.context:
             messages = _with_context(messages, self.context)
         options = self.forwardedProps.agentloop
+        approvals, token = _answers(self.resume or [])
         return ChatRequest(
             messages=messages,
             model=options.model,
             tools=options.tools,
+            approval_tools=options.approval_tools,
             max_iterations=options.max_iterations,
             token_budget=options.token_budget,
+            approvals=approvals or None,
+            resume=token,
         )
 
+    def decisions(self) -> dict[str, bool]:
+        """The calls this input decides: call id -> approved."""
+        return {
+            entry.interruptId: entry.status == "resolved"
+            and isinstance(entry.payload, dict)
+            and entry.payload.get("approved") is True
+            for entry in self.resume or ()
+        }
 
-PLAN_PARAMS = {"model": "forwardedProps.agentloop.model", "tools": "forwardedProps.agentloop.tools"}
-"""Where AG-UI carries the model and tools a plan may refuse: its own ``tools`` are the
-client's, so a bare "tools" would point at the wrong field."""
+
+PLAN_PARAMS = {
+    "model": "forwardedProps.agentloop.model",
+    "tools": "forwardedProps.agentloop.tools",
+    "approval_tools": "forwardedProps.agentloop.approval_tools",
+    "approvals": "resume",
+}
+"""Where AG-UI carries what a plan may refuse: its own ``tools`` are the client's, so a bare
+"tools" would point at the wrong field; the token and the decisions are in ``resume``."""
+
+APPROVAL_REASON = "tool_call"
+"""AG-UI's core reason for an interrupt bound to a tool call awaiting a decision."""
+APPROVAL_SCHEMA: JSON = {
+    "type": "object",
+    "properties": {
+        "approved": {"type": "boolean"},
+        "reason": {"type": "string", "maxLength": 2000},
+    },
+    "required": ["approved"],
+}
+"""An approval interrupt's ``responseSchema``: what ``resume[].payload`` holds."""
+
+
+def _answers(entries: list[ResumeEntry]) -> tuple[list[Approval], str | None]:
+    """The decisions in ``resume`` and the paused run's token they echo (422 naming the entry
+    field that is wrong). The core checks the token and that each decision is for a call of
+    that run that waits."""
+    approvals: list[Approval] = []
+    tokens: set[str] = set()
+    for index, entry in enumerate(entries):
+        at = f"resume.{index}"
+        if any(a.call_id == entry.interruptId for a in approvals):
+            raise _refuse(f"{at}.interruptId", f"interrupt {entry.interruptId!r} answered twice")
+        approvals.append(_approval(entry, at))
+        echoed = (entry.metadata or {}).get("agentloop")
+        token = echoed.get("resume") if isinstance(echoed, dict) else None
+        if not isinstance(token, str) or not token:
+            raise _refuse(
+                f"{at}.metadata.agentloop.resume",
+                "echo the interrupt's metadata in its resume entry: it carries the paused "
+                "run's token",
+            )
+        tokens.add(token)
+    if len(tokens) > 1:
+        raise _refuse("resume", "the resume entries answer interrupts of different runs")
+    return approvals, next(iter(tokens), None)
+
+
+def _approval(entry: ResumeEntry, at: str) -> Approval:
+    if entry.status == "cancelled":  # abandoned: the call is not run, as if denied
+        return Approval(call_id=entry.interruptId, approved=False, reason=None)
+    payload = entry.payload
+    if not isinstance(payload, dict) or not isinstance(payload.get("approved"), bool):
+        raise _refuse(
+            f"{at}.payload.approved",
+            "a resolved approval needs payload {approved: true | false, reason?: string}",
+        )
+    if "editedArgs" in payload:
+        raise _refuse(
+            f"{at}.payload.editedArgs",
+            "a call's arguments cannot be edited here: approve or deny the call as the model "
+            "made it",
+        )
+    reason = payload.get("reason")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > 2_000):
+        raise _refuse(f"{at}.payload.reason", "the reason is a string of up to 2000 characters")
+    return Approval(call_id=entry.interruptId, approved=payload["approved"], reason=reason)
+
+
+def _refuse(param: str, message: str) -> HttpError:
+    return HttpError(422, "invalid_request", f"{param}: {message}", param=param)
 
 
 def _text(content: Content, where: str) -> str:
@@ -368,6 +471,8 @@ class AgUiStream:
         self._model: str | None = None
         self._ids = itertools.count(1)
         self._ended = False
+        self._decided = run_input.decisions()
+        """Calls this input decides: shown in the interrupted run, never started again."""
 
     async def frames(self, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
         yield _frame(self._run_started())
@@ -406,7 +511,9 @@ class AgUiStream:
         if (
             top
             and self._sent.replaying
-            and isinstance(event, TurnStart | ToolCallStart | ToolCallResult | Done)
+            and isinstance(
+                event, TurnStart | ToolCallStart | ToolCallResult | ApprovalRequest | Done
+            )
         ):
             return self._cut()  # the retried turn ended short of what the client shows
         if isinstance(event, RunStart):
@@ -425,6 +532,10 @@ class AgUiStream:
         if isinstance(event, TextReset):
             return self._reset(run, event)
         if isinstance(event, ToolCallStart):
+            if top and event.call_id in self._decided:  # its triad is in the interrupted run
+                return self._close_text(run)
+            return self._tool_call(run, event)
+        if isinstance(event, ApprovalRequest):
             return self._tool_call(run, event)
         if isinstance(event, ToolCallResult):
             return self._tool_result(run, event)
@@ -493,7 +604,7 @@ class AgUiStream:
         run.text_open, run.message = False, None
         return [self._tag(run, end)]
 
-    def _tool_call(self, run: _Run, event: ToolCallStart) -> list[JSON]:
+    def _tool_call(self, run: _Run, event: ToolCallStart | ApprovalRequest) -> list[JSON]:
         frames = self._close_text(run)
         if run.message is None:  # a turn's calls share its message, results or not between
             run.message = self._new_id(run)
@@ -611,6 +722,11 @@ class AgUiStream:
     def _finish(self, done: Done) -> list[JSON]:
         if done.stop_reason == "error":  # no error event said why
             return self._fail("internal", "the run ended without an answer")
+        paused = done.stop_reason == "approval_required"
+        asked = [p for p in done.pending if p.kind == "approval"]
+        askable = asked and done.resume
+        if done.stop_reason in ("client_tools", "suspended") or (paused and not askable):
+            return self._fail("internal", "the run paused for nothing this face can ask for")
         frames = self._close_all()
         body: JSON = {
             "type": "RUN_FINISHED",
@@ -621,7 +737,14 @@ class AgUiStream:
         if done.stop_reason == "cancelled":
             body["outcome"] = {"type": "cancelled"}
         else:
-            body["outcome"] = {"type": "success"}
+            body["outcome"] = (
+                {
+                    "type": "interrupt",
+                    "interrupts": [_interrupt(p, done.resume) for p in asked],
+                }
+                if paused
+                else {"type": "success"}
+            )
             body["result"] = {
                 "model": self._model,
                 "stop_reason": done.stop_reason,
@@ -664,6 +787,20 @@ class AgUiStream:
                 }
             )
         return entries
+
+
+def _interrupt(call: PendingCall, token: str | None) -> JSON:
+    """A call that waits for a person, as the interrupt the next run's resume entry answers."""
+    return {
+        "id": call.call_id,
+        "reason": APPROVAL_REASON,
+        "message": f"Run {call.name} with {truncate_middle(call.arguments, 500)}?",
+        "toolCallId": call.call_id,
+        "responseSchema": APPROVAL_SCHEMA,
+        "metadata": {
+            "agentloop": {"name": call.name, "arguments": call.arguments, "resume": token}
+        },
+    }
 
 
 def _custom(event: Notice | ModelSwitched) -> tuple[str, JSON]:

@@ -2,11 +2,22 @@
 
 Request: what ``ai``'s ``DefaultChatTransport`` sends (``id``, ``messages`` as UI messages
 with ``parts``, ``trigger``, ``messageId``) plus the transport's extra body fields: ``model``
-and an ``agentloop`` object (``tools``, ``max_iterations``, ``token_budget``), as on the
-OpenAI face. Earlier turns become the agent's history: text parts are the content; finished
-tool parts (``tool-<name>``, ``dynamic-tool``) become an assistant message with
-``tool_calls`` and the tool results, one assistant message per step; reasoning, source,
-step-start and data parts are display-only and skipped; file parts are refused.
+and an ``agentloop`` object (``tools``, ``approval_tools``, ``max_iterations``,
+``token_budget``), as on the OpenAI face. Earlier turns become the agent's history: text parts
+are the content; finished tool parts (``tool-<name>``, ``dynamic-tool``) become an assistant
+message with ``tool_calls`` and the tool results, one assistant message per step (an
+``output-denied`` part's result is the denial the model read); reasoning, source, step-start
+and data parts are display-only and skipped; file parts are refused.
+
+Tool approval (the SDK's own approval parts): a call that needs a person's approval is sent
+as ``tool-input-available`` + ``tool-approval-request`` {approvalId = toolCallId}; the run
+pauses, its ``finish`` saying ``tool-calls`` with ``messageMetadata.resume`` (the signed token,
+which the transport sends back with the message). ``Chat.addToolApprovalResponse`` turns the
+parts ``approval-responded``; the next request, ending with that assistant message, is the
+paused run's continuation: its token from the message's metadata, a decision per responded
+part. The answer continues the same message (``start`` carries its id): the decided calls get
+``tool-output-available`` / ``tool-output-error`` or, denied, ``tool-output-denied``, and the
+run goes on in new steps; its ``finish`` clears ``resume`` (or carries the next pause's).
 
 Answer (top-level events; the stream opens with ``start`` {messageId}):
 
@@ -16,15 +27,19 @@ turn_start         ``finish-step`` (if a step is open), ``start-step``
 text_delta         ``text-start`` (once per text part), ``text-delta``
 text_reset         nothing: sent text cannot be taken back (:class:`SentText` holds back
                    the retried text while it repeats what was sent)
-tool_call_start    ``tool-input-available`` {toolCallId, toolName, input}
+tool_call_start    ``tool-input-available`` {toolCallId, toolName, input} (not again for a
+                   call decided in this request: its part is there already)
 tool_call_result   ``tool-output-available`` {output: the result text} or, not ok,
-                   ``tool-output-error`` {errorText: the result text}
+                   ``tool-output-error`` {errorText: the result text}; a denied call's:
+                   ``tool-output-denied``
+approval_request   ``tool-input-available``, ``tool-approval-request`` {approvalId, toolCallId}
 usage (any depth)  ``message-metadata`` {usage (the request's so far), budgetRemaining}
 model_switched     ``message-metadata`` {model} and a ``data-notice`` part
 notice             ``data-notice`` part {code, message}
 error              kept for the end: ``error`` {errorText} before ``finish``
 done               ``text-end``, ``finish-step``, [``error``], ``finish`` {finishReason,
-                   messageMetadata: usage, stopReason, iterations, budgetRemaining}, [DONE]
+                   messageMetadata: usage, stopReason, iterations, budgetRemaining,
+                   [resume]}, [DONE]; a pause finishes with ``tool-calls``
 =================  ======================================================================
 
 Sub-agents (events below the top level) are shown in a ``data-subagent`` part whose ``id``
@@ -44,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstra
 from pydantic_core import PydanticCustomError
 
 from agentloop.events import (
+    ApprovalRequest,
     Done,
     ErrorEvent,
     Event,
@@ -62,6 +78,7 @@ from agentloop.events import (
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
 from agentloop.models import (
+    Approval,
     AssistantMessage,
     ChatRequest,
     FunctionCall,
@@ -73,7 +90,7 @@ from agentloop.models import (
     UserMessage,
 )
 from agentloop.sent_text import SentText
-from agentloop.tools.results import truncate_middle
+from agentloop.tools.results import ToolResult, truncate_middle
 
 UI_STREAM_HEADERS: dict[str, str] = {"x-vercel-ai-ui-message-stream": "v1"}
 """Besides the SSE content type and the no-cache headers every face's stream has."""
@@ -138,12 +155,21 @@ ToolState = Literal[
 ]
 
 
+class ToolApproval(_Part):
+    """A tool part's ``approval``: asked for (``id``), then answered (``approved``, ``reason``)."""
+
+    id: _ShortId
+    approved: bool | None = None
+    reason: str | None = Field(default=None, max_length=2_000)
+
+
 class _ToolPart(_Part):
     toolCallId: _CallId
     state: ToolState
     input: Any = None
     output: Any = None
     errorText: str | None = None
+    approval: ToolApproval | None = None
 
     @property
     def tool_name(self) -> str:
@@ -232,6 +258,10 @@ class UIAgentOptions(BaseModel):
     tools: list[Annotated[str, StringConstraints(max_length=128)]] | None = Field(
         default=None, max_length=100
     )
+    approval_tools: list[Annotated[str, StringConstraints(max_length=128)]] | None = Field(
+        default=None, max_length=100
+    )
+    """More tools whose calls wait for a person's approval (added to the server's)."""
     max_iterations: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
 
@@ -250,13 +280,20 @@ class UIChatRequest(BaseModel):
     agentloop: UIAgentOptions = Field(default_factory=UIAgentOptions)
 
     def to_chat_request(self) -> ChatRequest:
-        """The conversation as the agent's history (422 naming the part it cannot take)."""
+        """The conversation as the agent's history (422 naming the part it cannot take); when it
+        ends with a paused run's assistant message whose approvals were answered, that run's
+        continuation (its token and the decisions)."""
         history: list[Message] = []
         seen: set[str] = set()
-        for index, message in enumerate(self.messages):
-            history.extend(_convert_message(message, f"messages.{index}", seen))
         last = len(self.messages) - 1
-        if self.messages[last].role != "user":
+        decisions: dict[str, Approval] = {}
+        for index, message in enumerate(self.messages):
+            answers = decisions if index == last else None
+            history.extend(_convert_message(message, f"messages.{index}", seen, answers))
+        resume = None
+        if decisions:
+            resume = self._resume_token()
+        elif self.messages[last].role != "user":
             raise _invalid(f"messages.{last}", "the last message must be the user's (role 'user')")
         options = self.agentloop
         try:
@@ -266,18 +303,66 @@ class UIChatRequest(BaseModel):
                 tools=options.tools,
                 max_iterations=options.max_iterations,
                 token_budget=options.token_budget,
+                approval_tools=options.approval_tools,
+                approvals=list(decisions.values()) or None,
+                resume=resume,
             )
         except ValueError as exc:  # conversation-shape problems found by ChatRequest
             raise _invalid("messages", str(exc)) from exc
+
+    @property
+    def continued_message_id(self) -> str | None:
+        """The paused assistant message this request continues (its answer goes on in it)."""
+        message = self.messages[-1]
+        if message.role == "assistant" and self.decisions():
+            return message.id
+        return None
+
+    def decisions(self) -> dict[str, bool]:
+        """The approvals answered in the last message: call id -> approved."""
+        message = self.messages[-1]
+        if message.role != "assistant":
+            return {}
+        return {
+            part.toolCallId: bool(part.approval.approved)
+            for part in message.parts
+            if isinstance(part, _ToolPart)
+            and part.state == "approval-responded"
+            and part.approval is not None
+        }
+
+    def plan_params(self) -> dict[str, str]:
+        """Where this protocol carries what a plan may refuse (``start_run``'s params)."""
+        last = len(self.messages) - 1
+        return {
+            "tools": "agentloop.tools",
+            "approval_tools": "agentloop.approval_tools",
+            "resume": f"messages.{last}.metadata.resume",
+            "approvals": f"messages.{last}.parts",
+        }
+
+    def _resume_token(self) -> str:
+        last = len(self.messages) - 1
+        metadata = self.messages[last].metadata
+        token = metadata.get("resume") if isinstance(metadata, dict) else None
+        if not isinstance(token, str) or not token:
+            raise _invalid(
+                f"messages.{last}.metadata.resume",
+                "answering approvals continues the paused run, which needs its token: send the "
+                "assistant message back with the metadata its stream gave it",
+            )
+        return token
 
 
 def _invalid(param: str, message: str) -> HttpError:
     return HttpError(422, "invalid_request", f"{param}: {message}", param=param)
 
 
-def _convert_message(message: UIMessage, where: str, seen: set[str]) -> list[Message]:
+def _convert_message(
+    message: UIMessage, where: str, seen: set[str], decisions: dict[str, Approval] | None
+) -> list[Message]:
     if message.role == "assistant":
-        return _assistant_messages(message, where, seen)
+        return _assistant_messages(message, where, seen, decisions)
     texts: list[str] = []
     for index, part in enumerate(message.parts):
         at = f"{where}.parts.{index}"
@@ -299,10 +384,15 @@ def _file_refused(at: str) -> HttpError:
     return _invalid(f"{at}.type", "file parts are not supported: the agent reads text only")
 
 
-def _assistant_messages(message: UIMessage, where: str, seen: set[str]) -> list[Message]:
+def _assistant_messages(
+    message: UIMessage, where: str, seen: set[str], decisions: dict[str, Approval] | None
+) -> list[Message]:
     """One assistant message per step (its text and tool calls), each followed by its tool
     results; text after a step's tool parts starts a new message, as the model said it
-    after reading the results."""
+    after reading the results.
+
+    ``decisions`` (the last message only) collects the answered approvals: such a call has no
+    result yet, the continued run gives it one."""
     out: list[Message] = []
     texts: list[str] = []
     calls: list[ToolCall] = []
@@ -339,9 +429,39 @@ def _assistant_messages(message: UIMessage, where: str, seen: set[str]) -> list[
                     function=FunctionCall(name=part.tool_name, arguments=_arguments(part.input)),
                 )
             )
-            results.append(ToolMessage(tool_call_id=part.toolCallId, content=_result(part, at)))
+            if part.state == "approval-responded":
+                _decide(part, at, decisions)
+            else:
+                results.append(ToolMessage(tool_call_id=part.toolCallId, content=_result(part, at)))
     flush()
     return out
+
+
+def _decide(part: _ToolPart, at: str, decisions: dict[str, Approval] | None) -> None:
+    """Record a person's answer to a paused call; only the last message can carry one."""
+    if decisions is None:
+        raise _invalid(
+            f"{at}.state",
+            "an answered approval continues the paused run and must be in the last message, "
+            "the assistant message that asked for it",
+        )
+    approval = part.approval
+    if approval is None or approval.approved is None:
+        raise _invalid(f"{at}.approval.approved", "an approval-responded part needs its decision")
+    decisions[part.toolCallId] = Approval(
+        call_id=part.toolCallId, approved=approval.approved, reason=approval.reason
+    )
+
+
+DENIAL_HINT = "do not make it again unless the person asks for it; go on without it"
+"""The hint of a denied call's result, as the loop writes it (``AgentLoop._resume_round``)."""
+
+
+def denied_result(reason: str | None) -> str:
+    """What the model read for a denied call: an ``output-denied`` part carries no text, so the
+    history sent back rebuilds it from the part's reason."""
+    error = "a person denied this call" + (f": {reason}" if reason else "")
+    return ToolResult.failure(error, hint=DENIAL_HINT).render(max_chars=len(error) + 1_000)
 
 
 def _arguments(value: Any) -> str:
@@ -362,10 +482,19 @@ def _result(part: _ToolPart, at: str) -> str:
         if part.errorText is None:
             raise _invalid(f"{at}.errorText", "an output-error tool part needs its errorText")
         return part.errorText
+    if part.state == "output-denied":
+        return denied_result(part.approval.reason if part.approval else None)
+    if part.state == "approval-requested":
+        raise _invalid(
+            f"{at}.state",
+            "this call waits for a person's approval: answer it (addToolApprovalResponse) "
+            "before sending the conversation again",
+        )
     raise _invalid(
         f"{at}.state",
         f"a tool part in state {part.state!r} has no result; only finished tool calls "
-        "(output-available, output-error) can be sent back",
+        "(output-available, output-error, output-denied) and answered approvals can be sent "
+        "back",
     )
 
 
@@ -376,8 +505,10 @@ _FINISH_REASONS = {
     "max_iterations": "length",
     "budget": "length",
     "deadline": "length",
+    "approval_required": "tool-calls",
 }
-"""Stop reasons that end with an answer; "error" and "cancelled" finish with "error"."""
+"""Stop reasons that end well: with an answer, or paused on calls that wait for a person's
+approval (as the SDK's own runs stop for them); others finish with "error"."""
 
 STREAM_CUT_MESSAGE = (
     "the provider's stream was cut after part of the answer had been sent, and the retried "
@@ -464,8 +595,10 @@ class UIMessageStream:
         self, ui_request: UIChatRequest, message_id_seed: str, cancel: CancelToken
     ) -> None:
         self.request = ui_request
-        self.message_id = f"msg-{message_id_seed}"
+        self.message_id = ui_request.continued_message_id or f"msg-{message_id_seed}"
         self.cancel = cancel
+        self._decided = ui_request.decisions()
+        """Calls whose approval this request answers: their parts are in the message already."""
         self._sent = SentText()
         self._ended = False
         self._step_open = False
@@ -502,7 +635,7 @@ class UIMessageStream:
             self._error = self._error or event
             return []
         if self._sent.replaying and isinstance(
-            event, TurnStart | ToolCallStart | ToolCallResult | Done
+            event, TurnStart | ToolCallStart | ToolCallResult | ApprovalRequest | Done
         ):
             return self._cut()  # the retried turn ended short of what the client shows
         if isinstance(event, TurnStart):
@@ -510,13 +643,16 @@ class UIMessageStream:
             chunks = self._close_step()
             return [*chunks, *self._open_step()]
         if isinstance(event, ToolCallStart):
-            chunks = [*self._close_text(), *self._ensure_step()]
+            if event.call_id in self._decided:
+                return self._close_text()
+            return [*self._close_text(), *self._ensure_step(), _input_chunk(event)]
+        if isinstance(event, ApprovalRequest):
+            chunks = [*self._close_text(), *self._ensure_step(), _input_chunk(event)]
             chunks.append(
                 {
-                    "type": "tool-input-available",
+                    "type": "tool-approval-request",
+                    "approvalId": event.call_id,
                     "toolCallId": event.call_id,
-                    "toolName": event.name,
-                    "input": _tool_input(event.arguments),
                 }
             )
             return chunks
@@ -524,7 +660,9 @@ class UIMessageStream:
             self._sent.mark()
             self._step_has_results = True
             chunks = self._close_text()
-            if event.ok:
+            if self._decided.get(event.call_id) is False:
+                chunks.append({"type": "tool-output-denied", "toolCallId": event.call_id})
+            elif event.ok:
                 chunks.append(
                     {
                         "type": "tool-output-available",
@@ -609,6 +747,8 @@ class UIMessageStream:
             "stopReason": done.stop_reason,
             "iterations": done.iterations,
         }
+        if done.resume is not None or self._decided:  # a continuation clears the spent token
+            metadata["resume"] = done.resume
         finish_reason = _FINISH_REASONS.get(done.stop_reason)
         if finish_reason is None:
             error = self._error
@@ -703,6 +843,15 @@ class UIMessageStream:
             return []
         agent.shown_text = len(agent.text)
         return [call.chunk()]
+
+
+def _input_chunk(event: ToolCallStart | ApprovalRequest) -> dict[str, Any]:
+    return {
+        "type": "tool-input-available",
+        "toolCallId": event.call_id,
+        "toolName": event.name,
+        "input": _tool_input(event.arguments),
+    }
 
 
 def _switch_notice(event: ModelSwitched) -> tuple[str, str]:
