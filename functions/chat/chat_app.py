@@ -375,10 +375,9 @@ async def read_request_json(
     return raw, who
 
 
-_AGENT_OPTIONS = {"tools": "agentloop.tools"}
-"""Where the OpenAI and AI SDK faces carry the tools a plan may refuse: their own ``tools``
-are the client's."""
 _RESPONSES_OPTIONS = {"tools": "agentloop.tools", "response_format": "text.format"}
+"""Where the Responses face carries what a plan may refuse: its own ``tools`` are the
+client's."""
 
 
 def start_run(

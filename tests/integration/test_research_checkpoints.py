@@ -542,7 +542,7 @@ def test_a_killed_local_run_continues_from_its_checkpoint(tmp_path: Path, llm: S
     assert len(llm.requests) == 5
 
 
-def test_a_continuation_without_its_checkpoint_fails_and_a_paused_run_is_a_failure(
+def test_a_continuation_without_its_checkpoint_fails_and_approval_tools_are_refused(
     tmp_path: Path, llm: ScriptedLLM
 ) -> None:
     llm.respond_with(researcher)
@@ -560,11 +560,11 @@ def test_a_continuation_without_its_checkpoint_fails_and_a_paused_run_is_a_failu
     assert "the checkpoint of this job is gone" in (lost.error or "")
     assert llm.requests == []
 
-    paused = asyncio.run(runner.run(message))
+    refused = asyncio.run(runner.run(message))  # nobody could approve its lookup calls
 
-    assert paused.status == "failed"
-    assert "lookup, which needs a person's approval" in (paused.error or "")
-    assert len(llm.requests) == 1
+    assert refused.status == "failed"
+    assert "need a person's approval, which cannot be asked for here" in (refused.error or "")
+    assert llm.requests == []
 
 
 # -- the history rebuilt between rounds is the loop's own ---------------------------------------

@@ -76,6 +76,9 @@ class ChatContext:
     suspend_at_deadline: bool = False
     """At the deadline, end at once with ``suspended`` (no final answer): the caller goes on
     in another invocation from ``done.messages`` and the progress."""
+    can_ask: bool = True
+    """False where no person can approve a call (batch jobs): tools that need approval are
+    not offered (see :func:`agentloop.plan.plan_run`)."""
 
     @property
     def config(self) -> AgentConfig:
@@ -132,7 +135,9 @@ async def _produce(
     if context.request_id is not None:  # this task's context: the run's tasks inherit it
         REQUEST_ID.set(context.request_id)
     try:
-        plan = plan or plan_run(request, context.config, context.tools, context.setup.signer)
+        plan = plan or plan_run(
+            request, context.config, context.tools, context.setup.signer, can_ask=context.can_ask
+        )
         loop = _prepare(plan, request, context, emit)
     except (ConfigurationError, PlanError) as exc:
         logger.warning("chat request refused: %s", exc)

@@ -644,13 +644,7 @@ class AgentLoop:
             ToolCall(id=p.call_id, function=FunctionCall(name=p.name, arguments=p.arguments))
             for p in decided
         ]
-        denials = {
-            call_id: ToolResult.failure(
-                "a person denied this call" + (f": {reason}" if reason else ""),
-                hint="do not make it again unless the person asks for it; go on without it",
-            )
-            for call_id, reason in denied.items()
-        }
+        denials = {call_id: ToolResult.denied(reason) for call_id, reason in denied.items()}
         contents = await self._run_calls(calls, denials, [c.name for c in calls])
         for call, content in zip(calls, contents, strict=True):
             self._append(ToolMessage(tool_call_id=call.id, content=content))

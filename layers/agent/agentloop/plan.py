@@ -106,8 +106,8 @@ def plan_run(
         waiting = sorted(approval_tools & set(tools.names))
         if waiting and request.tools is not None:
             raise PlanError(
-                f"tools: {waiting} need a person's approval, which this face cannot ask for "
-                "(/chat, /api/chat and /ag-ui can)",
+                f"tools: {waiting} need a person's approval, which cannot be asked for here "
+                "(/chat, /api/chat and /ag-ui can ask)",
                 "tools",
             )
         tools, approval_tools = tools.without(*waiting), frozenset()

@@ -453,15 +453,10 @@ def _decide(part: _ToolPart, at: str, decisions: dict[str, Approval] | None) -> 
     )
 
 
-DENIAL_HINT = "do not make it again unless the person asks for it; go on without it"
-"""The hint of a denied call's result, as the loop writes it (``AgentLoop._resume_round``)."""
-
-
 def denied_result(reason: str | None) -> str:
     """What the model read for a denied call: an ``output-denied`` part carries no text, so the
-    history sent back rebuilds it from the part's reason."""
-    error = "a person denied this call" + (f": {reason}" if reason else "")
-    return ToolResult.failure(error, hint=DENIAL_HINT).render(max_chars=len(error) + 1_000)
+    history sent back rebuilds it from the part's reason, as the loop wrote it."""
+    return ToolResult.denied(reason).render(max_chars=3_000)
 
 
 def _arguments(value: Any) -> str:

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig
-from agentloop.events import EVENT_ADAPTER, ApprovalRequest, Done, Event
+from agentloop.events import EVENT_ADAPTER, Done, Event
 from agentloop.limits import Deadline, LambdaContextLike
 from agentloop.llm.base import ChatModel
 from agentloop.llm.registry import get_model
@@ -335,6 +335,7 @@ class _Invocation:
             extras={SANDBOX_TENANT_KEY: f"research:{job.id}"},
             progress=progress,
             suspend_at_deadline=not last,
+            can_ask=False,  # nobody can approve a batch job's call: such tools are not offered
         )
         recorder = RoundRecorder(state.iterations, state.usage_by_depth)
         crash: str | None = None
@@ -355,7 +356,7 @@ class _Invocation:
             logger.exception("research job %s crashed", job.id)
             crash = f"internal error: {type(exc).__name__}: {exc}"
         facts = self._facts()
-        error = crash or _run_error(facts) or _paused_error(facts)
+        error = crash or _run_error(facts)
         if error is not None:
             await self._save_progress(recorder)
             return self.runner._fail(facts, error)
@@ -498,19 +499,6 @@ class JobTimeShare:
         share = max(0.0, remaining) / self._left
         self._left = max(1, self._left - 1)
         return Deadline.after(share)
-
-
-def _paused_error(facts: RunFacts) -> str | None:
-    """A run that paused for a person or a client tool: nobody can answer a batch job."""
-    done = facts.done
-    if done is None or done.stop_reason not in ("approval_required", "client_tools"):
-        return None
-    names = sorted({e.name for e in facts.events if isinstance(e, ApprovalRequest)})
-    return (
-        f"the model called {', '.join(names) or 'a tool'}, which needs a person's approval "
-        "(AGENTLOOP_APPROVAL_TOOLS); nobody can approve a research job's call, so leave "
-        "such tools out of its tools"
-    )
 
 
 def _run_error(facts: RunFacts) -> str | None:

@@ -34,6 +34,14 @@ class ToolResult:
     hint: str | None = None
 
     @classmethod
+    def denied(cls, reason: str | None) -> ToolResult:
+        """A call a person did not approve: the model reads why, and that it should go on."""
+        return cls.failure(
+            "a person denied this call" + (f": {reason}" if reason else ""),
+            hint="do not make it again unless the person asks for it; go on without it",
+        )
+
+    @classmethod
     def failure(cls, error: str, hint: str | None = None) -> ToolResult:
         return cls(ok=False, error=error, hint=hint)
 
