@@ -160,7 +160,12 @@ def test_load_provider_keys_defaults_to_os_environ(monkeypatch: pytest.MonkeyPat
         monkeypatch.setenv(name, "")
     monkeypatch.setenv("TAVILY_API_KEY", "tvly_local")
     secret = {name: f"{name.lower()}_value" for name in PROVIDER_KEY_NAMES}
-    assert load_provider_keys(secret) == ["GROQ_API_KEY", "OPENAI_API_KEY", "BRAVE_API_KEY"]
+    assert load_provider_keys(secret) == [
+        "GROQ_API_KEY",
+        "OPENAI_API_KEY",
+        "BRAVE_API_KEY",
+        "AGENTLOOP_SIGNING_KEY",  # paused runs' tokens: one key for every instance
+    ]
     assert os.environ["GROQ_API_KEY"] == "groq_api_key_value"
     assert os.environ["TAVILY_API_KEY"] == "tvly_local"
 
