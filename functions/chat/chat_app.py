@@ -529,6 +529,29 @@ async def responses(request: Request) -> Response:
     return stream_response(run, stream.frames(run.events), service)
 
 
+class McpRoute:
+    """``POST /mcp``: the agent as an MCP server's ``ask`` tool (``agentloop.mcp_server``).
+
+    An ASGI endpoint, since the MCP SDK writes the response itself; the SDK is imported at
+    the first request, so start-up does not pay for it.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        service = _service(request)
+        who = authenticate(service, request)
+        from agentloop.mcp_server import PLAN_PARAMS, McpEndpoint, Seat
+
+        def start(chat_request: ChatRequest) -> tuple[AsyncIterator[Event], CancelToken]:
+            run = start_run(request, service, who, chat_request, PLAN_PARAMS, can_ask=False)
+            return run.events, run.context.cancel
+
+        state = request.app.state
+        if getattr(state, "mcp", None) is None:
+            state.mcp = McpEndpoint(service.limits.max_body_bytes)
+        await state.mcp.handle(scope, receive, send, Seat(start))
+
+
 async def list_models(request: Request) -> Response:
     """``GET /v1/models``: what OpenAI-style chat UIs offer in their model picker."""
     service = _service(request)
@@ -622,6 +645,8 @@ def create_app(
                 raise
         logger.info(describe_hosts(allowed_hosts))
         yield
+        if getattr(app.state, "mcp", None) is not None:  # started by the first /mcp request
+            await app.state.mcp.close()
 
     origins = settings.cors_origins if cors_origins is None else cors_origins
     allowed_hosts = settings.host_check()  # off on Lambda unless AGENTLOOP_ALLOWED_HOSTS is set
@@ -645,6 +670,7 @@ def create_app(
             Route("/v1/responses", responses, methods=["POST"]),
             Route("/api/chat", ui_message_stream, methods=["POST"]),
             Route("/ag-ui", ag_ui, methods=["POST"]),
+            Route("/mcp", McpRoute(), methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/", index, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),

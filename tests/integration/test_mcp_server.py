@@ -1,0 +1,251 @@
+"""``POST /mcp``: the agent as an MCP server, called by the ``mcp`` SDK's own client.
+
+The app is served on loopback; the SDK's Streamable HTTP client lists ``ask``, calls it with
+a progress callback and reads the answer. The model is the scripted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from agentloop.ask_llm import ask_llm_tool
+from agentloop.events import Done
+from chat_app import create_app
+from tests.fakes.loopback import LoopbackServer
+from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
+from tests.integration.test_chat_app import TOKEN, make_service
+from tests.sample_tools import echo, gate_tool
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Served:
+    url: str
+    finished: list[Done]
+
+    def runs(self, count: int, timeout: float = 10.0) -> list[Done]:
+        deadline = time.monotonic() + timeout
+        while len(self.finished) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return list(self.finished)
+
+
+gate = threading.Event()
+
+
+@pytest.fixture
+def served(llm: ScriptedLLM, provider_env: ScriptedLLM) -> Iterator[Served]:
+    gate.clear()
+    finished: list[Done] = []
+    service = make_service([echo, ask_llm_tool(), gate_tool(gate)])
+    service.on_finish.append(lambda done, info: finished.append(done))
+    with LoopbackServer(create_app(service), name="mcp-face", lifespan="on") as server:
+        yield Served(server.url, finished)
+    gate.set()
+
+
+@asynccontextmanager
+async def session(
+    url: str, token: str = TOKEN, statuses: list[int] | None = None
+) -> AsyncIterator[ClientSession]:
+    async def record(response: httpx2.Response) -> None:
+        if statuses is not None:
+            statuses.append(response.status_code)
+
+    client = httpx2.AsyncClient(
+        headers={"authorization": f"Bearer {token}"},
+        timeout=30,
+        event_hooks={"response": [record]},
+    )
+    async with (
+        client,
+        streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
+        ClientSession(read, write) as mcp_session,
+    ):
+        await mcp_session.initialize()
+        yield mcp_session
+
+
+def ask_args(question: str, tools: list[str]) -> dict[str, Any]:
+    return {"question": question, "tools": tools}
+
+
+def tool_results(request: RecordedRequest) -> int:
+    return sum(1 for m in request.messages if m["role"] == "tool")
+
+
+async def test_lists_ask_and_answers_with_progress_and_usage(
+    served: Served, llm: ScriptedLLM
+) -> None:
+    def respond(request: RecordedRequest) -> Reply:
+        user = next(m["content"] for m in request.messages if m["role"] == "user")
+        if user == "What is A?":  # the sub-agent
+            return Reply(text="A is 42.", usage=(7, 3))
+        if tool_results(request) == 0:
+            return Reply(
+                tool_calls=[call("echo", text="hi"), call("ask_llm", query="What is A?")],
+                usage=(20, 5),
+            )
+        return Reply(text="Echoed hi; A is 42.", usage=(30, 6))
+
+    llm.respond_with(respond)
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    async with session(served.url) as mcp_session:
+        listed = await mcp_session.list_tools()
+        result = await mcp_session.call_tool(
+            "ask",
+            ask_args("Echo hi, then ask what A is.", ["echo", "ask_llm"]),
+            progress_callback=on_progress,
+        )
+
+    [tool] = listed.tools
+    assert tool.name == "ask"
+    assert set(tool.input_schema["properties"]) == {"question", "tools", "max_iterations"}
+    assert tool.input_schema["required"] == ["question"]
+    assert not result.is_error
+    assert [block.text for block in result.content if isinstance(block, types.TextContent)] == [
+        "Echoed hi; A is 42."
+    ]
+    structured = result.structured_content
+    assert structured["answer"] == "Echoed hi; A is 42."
+    assert (structured["stop_reason"], structured["iterations"]) == ("completed", 2)
+    assert structured["usage"] == {"prompt_tokens": 57, "completion_tokens": 14, "cached_tokens": 0}
+    assert [u["prompt_tokens"] for u in structured["usage_by_depth"]] == [50, 7]
+    messages = [message for _, message in seen]
+    for expected in (
+        "calling echo",
+        "echo returned",
+        "calling ask_llm",
+        "ask_llm returned",
+        "sub-agent started: What is A?",
+        "sub-agent finished (completed)",
+    ):
+        assert expected in messages
+    assert messages.index("calling ask_llm") < messages.index("sub-agent started: What is A?")
+    assert [value for value, _ in seen] == sorted({value for value, _ in seen}), "increasing"
+    [done] = served.runs(1)
+    assert done.stop_reason == "completed"
+
+
+async def test_a_wrong_token_gets_401(served: Served) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(
+            f"{served.url}/mcp",
+            headers={"authorization": "Bearer wrong", "accept": "application/json"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        )
+    assert response.status_code == 401
+    assert response.json()["error"]["type"] == "unauthorized"
+    statuses: list[int] = []
+    with pytest.raises(ExceptionGroup) as info:  # the SDK raises it from its task group
+        async with session(served.url, token="wrong", statuses=statuses):
+            pass
+    assert info.group_contains(MCPError)
+    assert statuses == [401]
+    assert served.finished == []
+
+
+async def test_bad_arguments_are_tool_errors(served: Served, llm: ScriptedLLM) -> None:
+    async with session(served.url) as mcp_session:
+        missing = await mcp_session.call_tool("ask", {})
+        extra = await mcp_session.call_tool("ask", {"question": "hi", "model": "x"})
+        zero = await mcp_session.call_tool("ask", {"question": "hi", "max_iterations": 0})
+        unknown = await mcp_session.call_tool("ask", {"question": "hi", "tools": ["nope"]})
+        with pytest.raises(MCPError) as info:
+            await mcp_session.call_tool("other", {"question": "hi"})
+
+    def text(result: types.CallToolResult) -> str:
+        assert result.is_error
+        [block] = result.content
+        assert isinstance(block, types.TextContent)
+        return block.text
+
+    assert "question" in text(missing)
+    assert "model" in text(extra)
+    assert "max_iterations" in text(zero)
+    assert "(tools)" in text(unknown)
+    assert "nope" in text(unknown)
+    assert "unknown tool 'other'" in str(info.value)
+    assert llm.requests == [], "nothing reached the model"
+    assert served.finished == []
+
+
+async def test_a_client_that_goes_away_cancels_the_run(served: Served, llm: ScriptedLLM) -> None:
+    def respond(request: RecordedRequest) -> Reply:
+        if tool_results(request) == 0:
+            return Reply(tool_calls=[call("gate", name="g")])
+        return Reply(text="should not be asked")
+
+    llm.respond_with(respond)
+    waiting = asyncio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        if message == "calling gate":
+            waiting.set()
+
+    async def ask() -> None:
+        async with session(served.url) as mcp_session:
+            await mcp_session.call_tool(
+                "ask", ask_args("wait", ["gate"]), progress_callback=on_progress
+            )
+
+    task = asyncio.create_task(ask())
+    await asyncio.wait_for(waiting.wait(), 10)
+    task.cancel()  # the client goes away mid-call
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.5)  # the server notices the connection closing
+    gate.set()  # the tool round in progress finishes; then the run stops
+    [done] = await asyncio.to_thread(served.runs, 1)
+    assert done.stop_reason == "cancelled"
+    assert len(llm.requests) == 1, "the model was not asked again after the client left"
+
+
+def test_start_up_and_a_refused_mcp_request_import_nothing_of_mcp() -> None:
+    code = """
+import json, sys
+from starlette.testclient import TestClient
+from chat_app import create_app
+from tests.integration.test_chat_app import make_service
+with TestClient(create_app(make_service()), base_url="http://127.0.0.1") as client:
+    assert client.get("/healthz").status_code == 200
+    status = client.post("/mcp", json={}, headers={"authorization": "Bearer no"}).status_code
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
+print(json.dumps([status, loaded]))
+"""
+    paths = [str(ROOT), str(ROOT / "functions/chat"), str(ROOT / "layers/agent")]
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": ":".join(paths), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    status, imported = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (status, imported) == (401, [])
+
