@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -31,7 +31,7 @@ from agentloop.app_settings import REQUEST_ID, AppSettings, configure_logging
 from agentloop.auth import AuthError, AuthMode, bearer_auth_from_env
 from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig, ConfigurationError
-from agentloop.defaults import default_registry
+from agentloop.defaults import default_registry, mcp_tools_from_env
 from agentloop.events import Done, Event, ToolCallStart
 from agentloop.host_check import HostCheckMiddleware, describe_hosts
 from agentloop.http_api import (
@@ -54,6 +54,9 @@ from agentloop.sse import event_frames, heartbeat
 from agentloop.tools.execute_code import execute_code_mode
 from agentloop.tools.registry import ToolRegistry
 
+if TYPE_CHECKING:
+    from agentloop.mcp.client import McpTools
+
 logger = logging.getLogger("agentloop.chat_app")
 
 Authenticate = Callable[[str | None], str | None]
@@ -75,6 +78,8 @@ class ChatService:
     metrics_namespace: str | None = None
     """Where each run's EMF metrics go; None: none are written (AGENTLOOP_METRICS)."""
     on_finish: list[Callable[[Done, InvocationInfo], None]] = field(default_factory=list)
+    mcp_tools: McpTools | None = None
+    """The MCP servers whose tools join ``tools`` when first listed (AGENTLOOP_MCP_SERVERS)."""
 
     @functools.cached_property
     def setup(self) -> AgentSetup:
@@ -89,8 +94,10 @@ def _allow_anyone(_: str | None) -> None:
 def service_from_env(settings: AppSettings | None = None) -> ChatService:
     """The service as configured by ``AGENTLOOP_*`` variables (and the secret, in AWS)."""
     settings = settings or AppSettings.from_env()
+    secret: dict[str, Any] = {}
     if settings.secret_id:
-        names = load_provider_keys(read_secret(settings.secret_id))
+        secret = read_secret(settings.secret_id)
+        names = load_provider_keys(secret)
         logger.info("provider keys loaded from the secret", extra={"keys": names})
     if settings.metrics:
         # Import now, in Lambda's init phase, not while the first request's done is pending.
@@ -102,6 +109,7 @@ def service_from_env(settings: AppSettings | None = None) -> ChatService:
     elif mode == "none":
         logger.warning("AGENTLOOP_AUTH_MODE=none: anyone who can reach this URL can use it")
     tools = default_registry()
+    mcp_tools = mcp_tools_from_env(tools, secret)
     execute_code = execute_code_mode() if "execute_code" in tools.names else "off"
     logger.info("execute_code: %s", execute_code)
     return ChatService(
@@ -112,6 +120,7 @@ def service_from_env(settings: AppSettings | None = None) -> ChatService:
         limits=settings.limits,
         execute_code=execute_code,
         metrics_namespace=settings.metrics_namespace if settings.metrics else None,
+        mcp_tools=mcp_tools,
     )
 
 
@@ -369,10 +378,28 @@ async def read_request_json(
     """Every face's first steps: who is asking (401), the bounded body (408, 413) as JSON
     (400), and the message limits on ``raw[messages_key]`` (413)."""
     who = authenticate(service, request)
+    await prepare_tools(service)
     body = await read_body(request, service.limits)
     raw = read_json(body, request.headers.get("content-type"), service.limits)
     check_message_limits(raw, service.limits, messages_key)
     return raw, who
+
+
+async def prepare_tools(service: ChatService) -> None:
+    """Before a request is planned: the MCP servers' tool lists, fetched at first use (a few
+    seconds at most; a server down then has no tools yet and is tried again later)."""
+    if service.mcp_tools is not None:
+        await service.mcp_tools.ensure_loaded()
+
+
+async def list_tools(request: Request) -> Response:
+    """``GET /tools``: the tools a request may name (the chat page's settings list them)."""
+    service = _service(request)
+    authenticate(service, request)
+    await prepare_tools(service)
+    tools = [{"name": t.name, "opt_in": t.opt_in} for t in service.tools]
+    mcp = service.mcp_tools.describe() if service.mcp_tools is not None else []
+    return JSONResponse({"tools": tools, "mcp_servers": mcp})
 
 
 _RESPONSES_OPTIONS = {"tools": "agentloop.tools", "response_format": "text.format"}
@@ -645,6 +672,8 @@ def create_app(
                 raise
         logger.info(describe_hosts(allowed_hosts))
         yield
+        if app.state.service.mcp_tools is not None:  # end the MCP sessions (DELETE)
+            await app.state.service.mcp_tools.close()
         if getattr(app.state, "mcp", None) is not None:  # started by the first /mcp request
             await app.state.mcp.close()
 
@@ -672,6 +701,7 @@ def create_app(
             Route("/ag-ui", ag_ui, methods=["POST"]),
             Route("/mcp", McpRoute(), methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
+            Route("/tools", list_tools, methods=["GET"]),
             Route("/", index, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],

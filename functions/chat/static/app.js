@@ -563,6 +563,40 @@
     return /\/chat$/.test(trimmed) ? trimmed : `${trimmed}/chat`;
   }
 
+  function toolsUrl(endpoint) {
+    return chatUrl(endpoint).replace(/\/chat$/, "/tools");
+  }
+
+  // The MCP servers' tools the server offers (GET /tools), as checkboxes in the settings.
+  // They are opt-in: checked ones are sent in "tools" like the built-in ones.
+  async function loadMcpTools(container, chosen) {
+    const headers = chosen.token ? { authorization: `Bearer ${chosen.token}` } : {};
+    let listing;
+    try {
+      const response = await fetch(toolsUrl(chosen.endpoint), { headers });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      listing = await response.json();
+    } catch {
+      container.replaceChildren(); // an older server, or no token yet: nothing to list
+      return;
+    }
+    const servers = Array.isArray(listing.mcp_servers) ? listing.mcp_servers : [];
+    const nodes = [];
+    for (const server of servers) {
+      const tools = Array.isArray(server.tools) ? server.tools : [];
+      const title = server.reachable
+        ? `MCP server ${server.server}`
+        : `MCP server ${server.server} (not reachable yet)`;
+      nodes.push(el("p", { class: "extra-label" }, title));
+      for (const name of tools) {
+        const box = el("input", { type: "checkbox", name: "tool", value: String(name) });
+        box.checked = (chosen.tools || []).includes(String(name));
+        nodes.push(el("label", {}, box, ` ${name}`));
+      }
+    }
+    container.replaceChildren(...nodes);
+  }
+
   // ---- one assistant reply: runs, text, tool cards, notes -------------------------------------
 
   const STOP_REASONS = {
@@ -1153,6 +1187,13 @@
     });
     settingsForm.addEventListener("input", () => saveSettings(readSettingsForm()));
     settingsForm.addEventListener("change", () => saveSettings(readSettingsForm()));
+    const mcpTools = document.getElementById("mcp-tools");
+    loadMcpTools(mcpTools, settings);
+    for (const name of ["endpoint", "token"]) {
+      settingsForm.elements[name].addEventListener("change", () =>
+        loadMcpTools(mcpTools, readSettingsForm()),
+      );
+    }
     settingsForm.addEventListener("submit", (event) => event.preventDefault());
 
     const setStatus = (text) => {
