@@ -10,7 +10,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -28,11 +27,12 @@ from mcp.shared.exceptions import MCPError
 
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.events import Done
+from agentloop.tools.base import ToolContext, tool
 from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.integration.test_chat_app import TOKEN, make_service
-from tests.sample_tools import echo, gate_tool
+from tests.sample_tools import NoArgs, echo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,18 +49,23 @@ class Served:
         return list(self.finished)
 
 
-gate = threading.Event()
+@tool(name="until_cancelled")
+async def until_cancelled(args: NoArgs, ctx: ToolContext) -> str:
+    """Return once the run is cancelled (or after 10 s, when the test has failed)."""
+    try:
+        await asyncio.wait_for(ctx.cancel.wait(), 10)
+    except TimeoutError:
+        return "never cancelled"
+    return "cancelled"
 
 
 @pytest.fixture
 def served(llm: ScriptedLLM, provider_env: ScriptedLLM) -> Iterator[Served]:
-    gate.clear()
     finished: list[Done] = []
-    service = make_service([echo, ask_llm_tool(), gate_tool(gate)])
+    service = make_service([echo, ask_llm_tool(), until_cancelled])
     service.on_finish.append(lambda done, info: finished.append(done))
     with LoopbackServer(create_app(service), name="mcp-face", lifespan="on") as server:
         yield Served(server.url, finished)
-    gate.set()
 
 
 @asynccontextmanager
@@ -196,20 +201,20 @@ async def test_bad_arguments_are_tool_errors(served: Served, llm: ScriptedLLM) -
 async def test_a_client_that_goes_away_cancels_the_run(served: Served, llm: ScriptedLLM) -> None:
     def respond(request: RecordedRequest) -> Reply:
         if tool_results(request) == 0:
-            return Reply(tool_calls=[call("gate", name="g")])
+            return Reply(tool_calls=[call("until_cancelled")])
         return Reply(text="should not be asked")
 
     llm.respond_with(respond)
     waiting = asyncio.Event()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        if message == "calling gate":
+        if message == "calling until_cancelled":
             waiting.set()
 
     async def ask() -> None:
         async with session(served.url) as mcp_session:
             await mcp_session.call_tool(
-                "ask", ask_args("wait", ["gate"]), progress_callback=on_progress
+                "ask", ask_args("wait", ["until_cancelled"]), progress_callback=on_progress
             )
 
     task = asyncio.create_task(ask())
@@ -217,10 +222,10 @@ async def test_a_client_that_goes_away_cancels_the_run(served: Served, llm: Scri
     task.cancel()  # the client goes away mid-call
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.5)  # the server notices the connection closing
-    gate.set()  # the tool round in progress finishes; then the run stops
-    [done] = await asyncio.to_thread(served.runs, 1)
+    [done] = await asyncio.to_thread(served.runs, 1, 15.0)
     assert done.stop_reason == "cancelled"
+    results = [m.content for m in done.messages if m.role == "tool"]
+    assert [json.loads(str(r))["result"] for r in results] == ["cancelled"], "the tool saw it"
     assert len(llm.requests) == 1, "the model was not asked again after the client left"
 
 
@@ -249,3 +254,16 @@ print(json.dumps([status, loaded]))
     status, imported = json.loads(result.stdout.strip().splitlines()[-1])
     assert (status, imported) == (401, [])
 
+
+async def test_a_failed_run_is_a_tool_error(served: Served, llm: ScriptedLLM) -> None:
+    llm.script(Reply(status=400, error_message="the prompt is malformed"))
+    async with session(served.url) as mcp_session:
+        result = await mcp_session.call_tool("ask", {"question": "hi"})
+    assert result.is_error
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    assert block.text.startswith("provider: ")
+    assert "the prompt is malformed" in block.text
+    assert result.structured_content is None
+    [done] = served.runs(1)
+    assert done.stop_reason == "error"
