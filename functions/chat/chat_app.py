@@ -567,6 +567,7 @@ class McpRoute:
         request = Request(scope, receive)
         service = _service(request)
         who = authenticate(service, request)
+        await prepare_tools(service)  # `ask` may name the MCP servers' tools too
         from agentloop.mcp_server import PLAN_PARAMS, McpEndpoint, Seat
 
         def start(chat_request: ChatRequest) -> tuple[AsyncIterator[Event], CancelToken]:
