@@ -74,23 +74,26 @@ def build_server() -> MCPServer:
     return server
 
 
-class _HeaderLog:
-    """ASGI wrapper that records each request's headers (to check what the client sent)."""
+class Gate:
+    """ASGI wrapper that records each request's headers and can play a server that is down
+    (every request answered 503), to test that a client reconnects once it is back."""
 
-    def __init__(self, app: ASGIApp, seen: list[dict[str, str]]) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.seen = seen
+        self.seen: list[dict[str, str]] = []
+        self.down = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             self.seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+            if self.down:
+                await send({"type": "http.response.start", "status": 503, "headers": []})
+                await send({"type": "http.response.body", "body": b"down"})
+                return
         await self.app(scope, receive, send)
 
 
-def serve() -> tuple[LoopbackServer, MCPServer, list[dict[str, str]]]:
+def serve() -> tuple[LoopbackServer, Gate]:
     """Start a fresh server; its MCP endpoint is ``<url>/mcp``."""
-    server = build_server()
-    seen: list[dict[str, str]] = []
-    app = _HeaderLog(server.streamable_http_app(), seen)
-    loop = LoopbackServer(app, name="fake-mcp", lifespan="on").start()
-    return loop, server, seen
+    gate = Gate(build_server().streamable_http_app())
+    return LoopbackServer(gate, name="fake-mcp", lifespan="on").start(), gate

@@ -26,7 +26,7 @@ from agentloop.mcp.config import servers_from_env
 from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, create_app
 from tests.fakes.loopback import LoopbackServer
-from tests.fakes.mcp_server import serve
+from tests.fakes.mcp_server import Gate, serve
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, parse_sse, tool_payload
 from tests.sample_tools import echo
@@ -41,7 +41,7 @@ class Stack:
     """A fake MCP server and the chat app configured to use it."""
 
     mcp: LoopbackServer
-    mcp_headers: list[dict[str, str]]
+    gate: Gate
     app: LoopbackServer
     service: ChatService
     finished: list[Done]
@@ -81,7 +81,7 @@ def _done(frames: list[tuple[str, Any]]) -> dict[str, Any]:
 def _stack(
     monkeypatch: pytest.MonkeyPatch, config: AgentConfig = TEST_CONFIG, url: str | None = None
 ) -> Iterator[Stack]:
-    mcp, _, seen = serve()
+    mcp, gate = serve()
     servers = {"fake": {"url": url or f"{mcp.url}/mcp", "headers": {"x-api": {"secret": "K"}}}}
     monkeypatch.setenv("AGENTLOOP_MCP_SERVERS", json.dumps(servers))
     registry = ToolRegistry([echo])
@@ -97,7 +97,7 @@ def _stack(
     service.on_finish.append(lambda done, info: finished.append(done))
     app = LoopbackServer(create_app(service), name="chat-mcp", lifespan="on").start()
     try:
-        yield Stack(mcp, seen, app, service, finished)
+        yield Stack(mcp, gate, app, service, finished)
     finally:
         app.stop()  # first: its shutdown ends the MCP session, so the server stops at once
         mcp.stop()
@@ -160,8 +160,8 @@ def test_remote_tools_in_a_full_run(stack: Stack, llm: ScriptedLLM) -> None:
     assert results["fake__slow"]["ok"] is False
     assert results["fake__slow"]["error"].startswith("invalid arguments: seconds:")
     # The header named a key of the secret; its value went to the server on every request.
-    assert stack.mcp_headers
-    assert all(h.get("x-api") == MCP_TOKEN for h in stack.mcp_headers)
+    assert stack.gate.seen
+    assert all(h.get("x-api") == MCP_TOKEN for h in stack.gate.seen)
     # The page's list: the server and its tools; the built-in echo too.
     listed = stack.tools()
     assert listed["mcp_servers"][0]["server"] == "fake"
@@ -318,3 +318,23 @@ def test_no_server_configured_imports_nothing_of_mcp(tmp_path: Any) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_server_that_comes_back_is_used_again(
+    stack: Stack, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Down at first use: no tools; back up: listed by a later request (retry interval 0
+    here), and a session broken by an outage is replaced by a new one."""
+    monkeypatch.setattr("agentloop.mcp.client.RETRY_AFTER_S", 0.0)
+    stack.gate.down = True
+    assert stack.tools()["mcp_servers"][0]["reachable"] is False
+    stack.gate.down = False
+    assert "fake__echo" in stack.tools()["mcp_servers"][0]["tools"]
+    stack.gate.down = True
+    llm.script(Reply(tool_calls=[call("fake__echo", text="a")]), Reply(text="Down."))
+    assert _results(stack.chat(["fake__echo"]))["fake__echo"]["ok"] is False
+    stack.gate.down = False
+    llm.script(Reply(tool_calls=[call("fake__echo", text="b")]), Reply(text="Up."))
+    assert _results(stack.chat(["fake__echo"]))["fake__echo"] == {"ok": True, "result": "b"}
+    sessions = {h.get("mcp-session-id") for h in stack.gate.seen} - {None}
+    assert len(sessions) == 2

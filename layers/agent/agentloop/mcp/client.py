@@ -19,7 +19,7 @@ import base64
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +73,7 @@ class ServerLink:
         self._gone = asyncio.Event()
         self._stop = asyncio.Event()
         self._stale = False
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def _session(self) -> Client:
         """The live session, connecting first if there is none (or it was dropped)."""
@@ -120,7 +121,13 @@ class ServerLink:
 
         if isinstance(message, ToolListChangedNotification):
             self._stale = True
-            asyncio.get_running_loop().create_task(self._relist())
+            self._background(self._relist())
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` on its own, keeping a reference so that it is not collected mid-way."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _relist(self) -> None:
         with contextlib.suppress(Exception):
@@ -158,7 +165,7 @@ class ServerLink:
         finally:
             cancelled.cancel()
         if self._stale:
-            asyncio.get_running_loop().create_task(self._relist())
+            self._background(self._relist())
         return render(result, self.config.name, name)
 
     async def _guard(self, work: Any, *others: asyncio.Future[Any]) -> Any:
