@@ -689,7 +689,8 @@ def create_app(
                 CORSMiddleware,
                 allow_origins=list(origins),
                 allow_methods=["GET", "POST"],
-                allow_headers=["authorization", "content-type"],
+                # mcp-protocol-version: browser MCP clients on another origin (POST /mcp)
+                allow_headers=["authorization", "content-type", "mcp-protocol-version"],
             )
         )
     app = Starlette(
