@@ -474,6 +474,7 @@ class AgentLoop:
                 usage=usage,
                 total=self.limits.budget.root.usage,
                 budget_remaining=self.limits.budget.root.remaining,
+                finish_reason=turn.finish_reason,
             )
         )
 
