@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentloop import tracing
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.continuation import Signer
 from agentloop.events import (
@@ -119,14 +120,24 @@ async def handle_chat(
     )
     producer = asyncio.create_task(_produce(request, context, emit, plan))
     producer.add_done_callback(lambda _: queue.put_nowait(None))
+    # Traces: the top-level stream carries every nested run's events (None when off).
+    spans = (
+        tracing.observer(request.messages, context.request_id, request.model or "")
+        if context.depth == 0
+        else None
+    )
     try:
         while (event := await queue.get()) is not None:
+            if spans is not None:
+                spans.see(event)  # type: ignore[arg-type]
             yield event  # type: ignore[misc]  # every queued item is one of the Event types
     finally:
         if not producer.done():
             context.cancel.cancel()
             with contextlib.suppress(Exception):
                 await producer
+        if spans is not None:
+            await spans.finish()
 
 
 async def _produce(

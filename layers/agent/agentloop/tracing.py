@@ -1,0 +1,389 @@
+"""OpenTelemetry GenAI spans of a request, built from its event stream (off by default).
+
+An observer watches the top-level :func:`agentloop.chat.handle_chat` stream, which carries
+every nested run's events too, so the loop itself knows nothing of tracing:
+
+==========================  ===========================================================
+event                       span
+==========================  ===========================================================
+(request starts)            ``invoke_agent agentloop`` (the top-level run) begins
+``run_start``               the run's requested model and tools
+``turn_start``              ``chat <model>`` begins under its run's span
+``usage``                   ends it: response model, token usage, finish reason
+``error`` in a turn         ends it with status ERROR and ``error.type`` (e.g. provider)
+``tool_call_start``         ``execute_tool <name>`` begins under its run's span
+``tool_call_result``        ends it (ERROR when the tool failed)
+``subagent_start``          ``invoke_agent agentloop`` begins under its ``ask_llm`` call
+``subagent_finish``         ends the sub-agent's span: stop reason, usage
+``done``                    ends the top-level span; the spans are flushed
+==========================  ===========================================================
+
+Attributes follow the GenAI semantic conventions (``gen_ai.*``); every span also has
+``agentloop.request_id``, ``agentloop.run_id`` and ``agentloop.depth``. Message content
+(the request's messages, answers, tool arguments and results) is recorded only when the
+operator asks for it: ``AGENTLOOP_TRACE_CONTENT=on`` or the standard
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+
+Tracing is on with ``AGENTLOOP_TRACING=on``; unset, it is on when an OTLP endpoint is
+configured (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) unless
+``OTEL_SDK_DISABLED=true``; ``AGENTLOOP_TRACING=off`` wins. When off, ``opentelemetry`` is
+never imported. When on, spans go to the process's SDK tracer provider if one is set (the
+AWS Distro for OpenTelemetry's wrapper sets one), else to a provider of our own exporting
+over OTLP/HTTP to the endpoint in the standard ``OTEL_*`` variables.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentloop.events import (
+    ApprovalRequest,
+    Done,
+    ErrorEvent,
+    Event,
+    ModelSwitched,
+    Notice,
+    RunStart,
+    SubagentFinish,
+    SubagentStart,
+    TextDelta,
+    TextReset,
+    ToolCallResult,
+    ToolCallStart,
+    TurnStart,
+    UsageReport,
+)
+from agentloop.models import Message, Usage
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+AGENT_NAME = "agentloop"
+FLUSH_TIMEOUT_MS = 2_000
+"""At most this long at the end of a request to hand its spans over (a Lambda container
+freezes after the response, so spans still buffered then would be late or lost)."""
+
+_ON = {"on", "true", "1", "yes"}
+_OFF = {"off", "false", "0", "no"}
+
+
+def tracing_enabled(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether requests are traced: see the module docstring for the rule."""
+    chosen = env.get("AGENTLOOP_TRACING", "").strip().lower()
+    if chosen in _ON:
+        return True
+    if chosen in _OFF or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+
+
+def content_enabled(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether spans carry message content (off unless the operator turns it on)."""
+    ours = env.get("AGENTLOOP_TRACE_CONTENT", "").strip().lower()
+    standard = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").strip().lower()
+    return ours in _ON or standard in _ON
+
+
+_installed: tuple[TracerProvider, bool] | None = None
+
+
+def install(provider: TracerProvider | None, *, content: bool = False) -> None:
+    """Trace every request with ``provider`` (tests; an app with its own set-up), recording
+    content if ``content``; ``None`` goes back to the environment's settings."""
+    global _installed
+    _installed = None if provider is None else (provider, content)
+
+
+@functools.cache
+def _from_env() -> tuple[TracerProvider, bool] | None:
+    """The process's provider, made once (per Lambda container) when tracing is on."""
+    if not tracing_enabled():
+        return None
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+
+    current = trace.get_tracer_provider()
+    if isinstance(current, SdkTracerProvider):  # e.g. set up by ADOT's otel-instrument
+        return current, content_enabled()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = SdkTracerProvider()  # its resource reads OTEL_SERVICE_NAME, _RESOURCE_ATTRIBUTES
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    return provider, content_enabled()
+
+
+def observer(messages: Sequence[Message], request_id: str | None, model: str) -> RunObserver | None:
+    """An observer for one top-level request's events, or None when tracing is off."""
+    setup = _installed or _from_env()
+    if setup is None:
+        return None
+    provider, content = setup
+    return RunObserver(provider, messages, request_id, model, content=content)
+
+
+def _split(spec: str) -> tuple[str, str]:
+    """``provider:model`` -> (provider, model); a bare name has no provider."""
+    provider, sep, model = spec.partition(":")
+    return (provider, model) if sep else ("", spec)
+
+
+def _message_json(message: Message) -> dict[str, Any]:
+    """One chat message in the conventions' shape: a role and its parts."""
+    data = message.model_dump(exclude_none=True)
+    parts: list[dict[str, Any]] = []
+    content = data.get("content")
+    if message.role == "tool":
+        parts.append(
+            {"type": "tool_call_response", "id": data.get("tool_call_id"), "response": content}
+        )
+    elif isinstance(content, str):
+        parts.append({"type": "text", "content": content})
+    elif content is not None:
+        parts.append({"type": "text", "content": json.dumps(content)})
+    for call in data.get("tool_calls") or ():
+        function = call.get("function", {})
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": function.get("arguments"),
+            }
+        )
+    return {"role": message.role, "parts": parts}
+
+
+def _usage_attributes(usage: Usage) -> dict[str, int]:
+    return {
+        "gen_ai.usage.input_tokens": usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": usage.completion_tokens,
+        "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
+    }
+
+
+class RunObserver:
+    """Turns one request's events (every depth) into a tree of spans."""
+
+    def __init__(
+        self,
+        provider: TracerProvider,
+        messages: Sequence[Message],
+        request_id: str | None,
+        model: str,
+        *,
+        content: bool,
+    ) -> None:
+        from opentelemetry import trace
+
+        self._trace = trace
+        self._provider = provider
+        self._tracer: Tracer = provider.get_tracer("agentloop")
+        self._content = content
+        self._request_id = request_id or ""
+        self._runs: dict[str, Span] = {}
+        self._models: dict[str, str] = {}
+        self._turns: dict[str, Span] = {}
+        self._texts: dict[str, list[str]] = {}
+        self._tools: dict[tuple[int, str], Span] = {}
+        self._failed: set[int] = set()
+        self._model = model
+        self._root = self._run_span(None, run_id=None, depth=0, model=model)
+        if content:
+            self._root.set_attribute(
+                "gen_ai.input.messages", json.dumps([_message_json(m) for m in messages])
+            )
+
+    def _common(self, run_id: str | None, depth: int) -> dict[str, Any]:
+        attributes: dict[str, Any] = {
+            "agentloop.request_id": self._request_id,
+            "agentloop.depth": depth,
+        }
+        if run_id:
+            attributes["agentloop.run_id"] = run_id
+        return attributes
+
+    def _start(self, name: str, parent: Span | None, kind: Any, attributes: dict[str, Any]) -> Span:
+        context = None if parent is None else self._trace.set_span_in_context(parent)
+        return self._tracer.start_span(name, context=context, kind=kind, attributes=attributes)
+
+    def _run_span(self, parent: Span | None, run_id: str | None, depth: int, model: str) -> Span:
+        provider, name = _split(model)
+        attributes = self._common(run_id, depth) | {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": AGENT_NAME,
+            "gen_ai.request.model": name,
+        }
+        if run_id:
+            attributes["gen_ai.agent.id"] = run_id
+        if provider:
+            attributes["gen_ai.provider.name"] = provider
+        kind = self._trace.SpanKind.INTERNAL
+        return self._start(f"invoke_agent {AGENT_NAME}", parent, kind, attributes)
+
+    def _run_of(self, event: Event) -> Span:
+        """The span of the run that emitted ``event`` (the top level's until it is known)."""
+        span = self._runs.get(event.run_id)
+        if span is None and event.depth == 0:
+            self._runs[event.run_id] = span = self._root
+            self._root.set_attribute("agentloop.run_id", event.run_id)
+            self._root.set_attribute("gen_ai.agent.id", event.run_id)
+        return span or self._root
+
+    def _fail(self, span: Span, error_type: str, message: str) -> None:
+        self._failed.add(id(span))
+        span.set_attribute("error.type", error_type)
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, message))
+
+    def see(self, event: Event) -> None:
+        """Record one event of the stream (called for each, in order)."""
+        run = self._run_of(event)
+        if isinstance(event, RunStart):
+            self._models[event.run_id] = event.model
+            if event.depth == 0:
+                self._model = event.model
+            run.set_attribute("gen_ai.request.model", _split(event.model)[1])
+            run.set_attribute("agentloop.tools", event.tools)
+        elif isinstance(event, TurnStart):
+            self._turn_start(event, run)
+        elif isinstance(event, TextDelta):
+            if event.run_id in self._texts:
+                self._texts[event.run_id].append(event.text)
+        elif isinstance(event, TextReset):
+            if event.run_id in self._texts:
+                self._texts[event.run_id].clear()
+        elif isinstance(event, UsageReport):
+            self._turn_end(event)
+        elif isinstance(event, ModelSwitched):
+            self._models[event.run_id] = event.to_model
+            (self._turns.get(event.run_id) or run).add_event(
+                "agentloop.model_switched",
+                {"from": event.from_model, "to": event.to_model, "reason": event.reason},
+            )
+        elif isinstance(event, ToolCallStart):
+            self._tool_start(event, run)
+        elif isinstance(event, ToolCallResult):
+            self._tool_end(event)
+        elif isinstance(event, ApprovalRequest):
+            run.add_event("agentloop.approval_request", {"gen_ai.tool.name": event.name})
+        elif isinstance(event, SubagentStart):
+            parent = self._tools.get((event.depth - 1, event.call_id), run)
+            self._runs[event.run_id] = self._run_span(
+                parent, event.run_id, event.depth, self._model
+            )
+            self._runs[event.run_id].set_attribute(
+                "agentloop.parent_call_id", event.parent_call_id or ""
+            )
+        elif isinstance(event, SubagentFinish):
+            span = self._runs.pop(event.run_id, None)
+            if span is not None:
+                self._end_run(span, event.stop_reason, event.usage, event.iterations)
+        elif isinstance(event, Notice):
+            run.add_event("agentloop.notice", {"code": event.code, "message": event.message})
+        elif isinstance(event, ErrorEvent):
+            turn = self._turns.pop(event.run_id, None)
+            self._texts.pop(event.run_id, None)
+            if turn is not None:
+                self._fail(turn, event.code, event.message)
+                turn.end()
+            self._fail(run, event.code, event.message)
+        elif isinstance(event, Done) and run is self._root:
+            if self._content:
+                output = [{"role": "assistant", "parts": [{"type": "text", "content": event.text}]}]
+                run.set_attribute("gen_ai.output.messages", json.dumps(output))
+            self._end_run(run, event.stop_reason, event.usage, event.iterations)
+            self._runs.clear()
+
+    def _turn_start(self, event: TurnStart, run: Span) -> None:
+        model = self._models.get(event.run_id) or self._model
+        provider, name = _split(model)
+        attributes = self._common(event.run_id, event.depth) | {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": name,
+            "agentloop.iteration": event.iteration,
+        }
+        if provider:
+            attributes["gen_ai.provider.name"] = provider
+        old = self._turns.pop(event.run_id, None)
+        if old is not None:  # a turn that never reported (should not happen): close it
+            old.end()
+        kind = self._trace.SpanKind.CLIENT
+        self._turns[event.run_id] = self._start(f"chat {name}", run, kind, attributes)
+        if self._content:
+            self._texts[event.run_id] = []
+
+    def _turn_end(self, event: UsageReport) -> None:
+        span = self._turns.pop(event.run_id, None)
+        if span is None:
+            return
+        provider, name = _split(event.model)
+        span.set_attribute("gen_ai.response.model", name)
+        if provider:
+            span.set_attribute("gen_ai.provider.name", provider)
+        span.set_attributes(_usage_attributes(event.usage))
+        if event.finish_reason:
+            span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
+        text = self._texts.pop(event.run_id, None)
+        if text is not None:
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": "".join(text)}],
+            }
+            if event.finish_reason:
+                message["finish_reason"] = event.finish_reason
+            span.set_attribute("gen_ai.output.messages", json.dumps([message]))
+        span.end()
+
+    def _tool_start(self, event: ToolCallStart, run: Span) -> None:
+        attributes = self._common(event.run_id, event.depth) | {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": event.name,
+            "gen_ai.tool.call.id": event.call_id,
+            "gen_ai.tool.type": "function",
+        }
+        if self._content:
+            attributes["gen_ai.tool.call.arguments"] = event.arguments
+        kind = self._trace.SpanKind.INTERNAL
+        span = self._start(f"execute_tool {event.name}", run, kind, attributes)
+        self._tools[(event.depth, event.call_id)] = span
+
+    def _tool_end(self, event: ToolCallResult) -> None:
+        span = self._tools.pop((event.depth, event.call_id), None)
+        if span is None:
+            return
+        if self._content:
+            span.set_attribute("gen_ai.tool.call.result", event.content)
+        if not event.ok:
+            self._fail(span, "tool_error", "the tool call failed")
+        span.end()
+
+    def _end_run(self, span: Span, stop_reason: str, usage: Usage, iterations: int) -> None:
+        span.set_attribute("agentloop.stop_reason", stop_reason)
+        span.set_attribute("agentloop.iterations", iterations)
+        span.set_attributes(_usage_attributes(usage))
+        if stop_reason == "error" and id(span) not in self._failed:
+            self._fail(span, "error", "the run ended with an error")
+        span.end()
+
+    async def finish(self) -> None:
+        """End what is still open (a stream closed early) and hand the spans to the exporter."""
+        import asyncio
+
+        for span in [*self._turns.values(), *self._tools.values(), *self._runs.values()]:
+            span.end()
+        if self._root.is_recording():
+            self._root.set_attribute("agentloop.stop_reason", "cancelled")
+            self._root.end()
+        self._turns.clear()
+        self._tools.clear()
+        self._runs.clear()
+        flush = getattr(self._provider, "force_flush", None)
+        if flush is not None:
+            await asyncio.to_thread(flush, FLUSH_TIMEOUT_MS)
