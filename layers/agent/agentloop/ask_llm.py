@@ -130,6 +130,7 @@ async def _run_subagent(
             iterations=done.iterations,
             usage=done.usage,
             budget_remaining=budget.root.remaining,
+            cost_usd=done.cost_usd,
             run_id=run_id,
             depth=depth,
             parent_call_id=ctx.call_id,

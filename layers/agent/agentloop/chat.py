@@ -34,6 +34,7 @@ from agentloop.logs import REQUEST_ID
 from agentloop.loop import AgentLoop, Emitter, RunLimits
 from agentloop.models import ChatRequest, RunProgress
 from agentloop.plan import PlanError, RunPlan, check_model_allowed, clamped_limits, plan_run
+from agentloop.pricing import Pricer
 from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry
 
@@ -191,13 +192,23 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
     """Build the plan's loop; ConfigurationError when the model cannot be had (no key)."""
     config = context.config
     spec, tools, max_iterations = plan.model, plan.tools, plan.max_iterations
-    model = _model_chain(spec, context, emit)
+    pricer = Pricer(dict(config.prices))
     budget = context.budget
+    # Under a dollar budget, a fallback without a price could not be kept to it: left out.
+    dollars = plan.max_cost_usd if budget is None else budget.root.cost_limit
+    model = _model_chain(spec, context, emit, pricer if dollars is not None else None)
     progress = plan.resumption.progress if plan.resumption else context.progress
     if budget is None:  # a top-level run: its own budget, shared by any nested runs
-        budget = TokenBudget(plan.token_budget, final_reserve=config.final_answer_reserve)
+        rates = pricer.rates(spec) if plan.max_cost_usd is not None else None
+        budget = TokenBudget(
+            plan.token_budget,
+            final_reserve=config.final_answer_reserve,
+            cost_limit=plan.max_cost_usd,
+            cost_final_reserve=rates.output * config.final_answer_reserve if rates else 0.0,
+        )
         for depth, spent in enumerate(progress.usage_by_depth if progress else ()):
-            budget.charge(spent, depth)  # a continued run goes on with what it had spent
+            # A continued run goes on with what it had spent (priced at this run's model).
+            budget.charge(spent, depth, pricer.cost(spec, spent))
     emit(
         RunStart(
             model=spec,
@@ -205,6 +216,7 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
             max_iterations=max_iterations,
             token_budget=budget.limit,
             budget_remaining=budget.root.remaining,
+            max_cost_usd=budget.cost_limit,
         )
     )
     return AgentLoop(
@@ -216,6 +228,7 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
             budget=budget,
             deadline=context.deadline,
             cancel=context.cancel,
+            pricer=pricer,
         ),
         emit=emit,
         conversation=list(plan.resumption.conversation if plan.resumption else request.messages),
@@ -238,12 +251,15 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
     )
 
 
-def _model_chain(spec: str, context: ChatContext, emit: Emitter) -> ChatModel:
-    """The requested model, then the configured fallbacks that are usable here."""
+def _model_chain(
+    spec: str, context: ChatContext, emit: Emitter, priced: Pricer | None = None
+) -> ChatModel:
+    """The requested model, then the configured fallbacks that are usable here (with
+    ``priced``, under a dollar budget: only those with a known price)."""
     config = context.config
     chain = [context.model_factory(spec)]
     for fallback in config.fallback_models:
-        if fallback == spec:
+        if fallback == spec or (priced is not None and not priced.knows(fallback)):
             continue
         try:
             check_model_allowed(fallback, config)

@@ -10,7 +10,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentloop.pricing import PriceOverride, parse_prices
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful research assistant. Use the tools when they help you answer "
@@ -43,6 +45,17 @@ class AgentConfig(BaseModel):
         default=4_096, ge=0, description="Tokens kept back from ordinary turns for the answer."
     )
     max_output_tokens: int = Field(default=4_096, ge=16)
+    max_cost_usd: float | None = Field(
+        default=None, gt=0, description="Dollars a request may spend when it names none."
+    )
+    max_cost_usd_cap: float | None = Field(
+        default=None, gt=0, description="Dollars no request may spend more than (None: no cap)."
+    )
+    prices: dict[str, PriceOverride] = Field(
+        default_factory=dict,
+        description="'provider:model' -> dollars per million input / cached_input / output "
+        "tokens, before the genai-prices table (AGENTLOOP_PRICES, JSON).",
+    )
 
     tool_concurrency: int = Field(default=4, ge=1)
     tool_timeout_s: float = Field(default=30.0, gt=0)
@@ -72,6 +85,11 @@ class AgentConfig(BaseModel):
     deadline_reserve_s: float = Field(
         default=10.0, ge=0, description="No new turn starts with less time left than this."
     )
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _prices_json(cls, value: Any) -> Any:
+        return parse_prices(value) if isinstance(value, str) else value
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:

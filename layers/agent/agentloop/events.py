@@ -31,6 +31,9 @@ class RunStart(_Event):
     max_iterations: int
     token_budget: int
     budget_remaining: int
+    max_cost_usd: float | None = Field(
+        default=None, description="The request's dollar budget; null: none."
+    )
 
 
 class TurnStart(_Event):
@@ -98,6 +101,10 @@ class SubagentFinish(_Event):
     iterations: int
     usage: Usage
     budget_remaining: int
+    cost_usd: float | None = Field(
+        default=None,
+        description="The sub-agent's cost in US dollars; null: some model's price is unknown.",
+    )
 
 
 class UsageReport(_Event):
@@ -106,6 +113,15 @@ class UsageReport(_Event):
     usage: Usage = Field(description="This model call's usage.")
     total: Usage = Field(description="Usage of the whole request so far, every depth included.")
     budget_remaining: int
+    cost_usd: float | None = Field(
+        default=None,
+        description="This call's price in US dollars (input, cached input and output priced "
+        "separately); null: no price is known for the model.",
+    )
+    total_cost_usd: float | None = Field(
+        default=None,
+        description="The whole request's cost so far; null once any call's price is unknown.",
+    )
     finish_reason: str | None = Field(
         default=None, description="Why the model stopped, as the provider said (e.g. stop)."
     )
@@ -145,6 +161,15 @@ class Done(_Event):
         description="At the top level: the request's usage per depth (index 0 = top level).",
     )
     budget_remaining: int = Field(description="Tokens left in the whole request's budget.")
+    cost_usd: float | None = Field(
+        default=None,
+        description="This run's cost in US dollars, its sub-agents included; null: some "
+        "model's price is unknown.",
+    )
+    cost_by_depth: list[float | None] = Field(
+        default_factory=list,
+        description="At the top level: the request's cost per depth (index 0 = top level).",
+    )
     messages: list[Message] = Field(
         description="Messages to append to the conversation to continue it: assistant tool "
         "calls, tool results and the final answer."

@@ -1,4 +1,4 @@
-"""What bounds a run: the token budget, the deadline and cancellation.
+"""What bounds a run: the token (and dollar) budget, the deadline and cancellation.
 
 One of each is created per top-level request and shared, as the same objects, by
 every nested run (``ask_llm``), so a sub-agent can never spend or wait past what
@@ -28,6 +28,11 @@ class TokenBudget:
     overshoot together and never touch the parent's final-answer reserve. A child's
     charges flow up to the root, which also keeps usage per depth and the
     characters-per-token ratio learned from the provider's figures.
+
+    Dollars are a second dimension of the same budget: every charge carries its cost (None
+    when the model has no known price, which makes the total unknown too), and with a
+    ``cost_limit`` (``max_cost_usd``) calls are checked, reserved for sub-agents and kept
+    back for the final answer in dollars exactly as in tokens.
     """
 
     def __init__(
@@ -36,6 +41,8 @@ class TokenBudget:
         final_reserve: int = 0,
         *,
         parent: TokenBudget | None = None,
+        cost_limit: float | None = None,
+        cost_final_reserve: float = 0.0,
     ) -> None:
         if limit < 0 or (limit == 0 and parent is None):
             raise ValueError("a token budget must be at least 1 token")
@@ -47,6 +54,18 @@ class TokenBudget:
         self.usage = Usage()
         self.usage_by_depth: list[Usage] = []
         self.tokens_per_char = 0.25
+        self.cost_limit = cost_limit
+        self.cost_final_reserve_asked = cost_final_reserve
+        self.cost_final_reserve = (
+            0.0 if cost_limit is None else min(cost_final_reserve, cost_limit / 4)
+        )
+        self.cost_used = 0.0
+        self.cost_reserved = 0.0
+        self.cost_known = True
+        """False once a call without a known price was charged: the total is then unknown."""
+        self.cost_by_depth: list[float | None] = []
+        self.unpriced_noticed = False
+        """At the root: whether the run has said that a model has no known price."""
 
     @property
     def root(self) -> TokenBudget:
@@ -64,18 +83,49 @@ class TokenBudget:
     def allows(self, estimate: int, *, final: bool = False) -> bool:
         return estimate <= self.available(final=final)
 
-    def charge(self, usage: Usage, depth: int = 0) -> None:
+    def charge(self, usage: Usage, depth: int = 0, cost: float | None = 0.0) -> None:
+        """Count a call's ``usage`` and its ``cost`` in dollars (None: its price is unknown)."""
         tokens = usage.total_tokens
         if self.parent is not None:
             # The part of this charge that falls inside the share was already reserved there.
             self.parent.reserved = max(0, self.parent.reserved - min(tokens, self.remaining))
-            self.parent.charge(usage, depth)
+            if cost is not None and self.cost_limit is not None:
+                spent = min(cost, self.cost_remaining or 0.0)
+                self.parent.cost_reserved = max(0.0, self.parent.cost_reserved - spent)
+            self.parent.charge(usage, depth, cost)
         else:
             while len(self.usage_by_depth) <= depth:
                 self.usage_by_depth.append(Usage())
+                self.cost_by_depth.append(0.0)
             self.usage_by_depth[depth] = self.usage_by_depth[depth] + usage
+            spent_here = self.cost_by_depth[depth]
+            self.cost_by_depth[depth] = (
+                None if cost is None or spent_here is None else spent_here + cost
+            )
         self.used += tokens
         self.usage = self.usage + usage
+        if cost is None:
+            self.cost_known = False
+        else:
+            self.cost_used += cost
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Dollars spent through this budget (sub-agents included); None if any is unknown."""
+        return self.cost_used if self.cost_known else None
+
+    @property
+    def cost_remaining(self) -> float | None:
+        if self.cost_limit is None:
+            return None
+        return max(0.0, self.cost_limit - self.cost_used)
+
+    def cost_available(self, *, final: bool = False) -> float | None:
+        """Dollars a new call may plan to spend now; None without a dollar limit."""
+        if self.cost_limit is None:
+            return None
+        held = self.cost_reserved + (0.0 if final else self.cost_final_reserve)
+        return max(0.0, self.cost_limit - self.cost_used - held)
 
     def reserve(self, tokens: int) -> int:
         """Hold back up to ``tokens`` for a caller that will spend them later; returns the grant."""
@@ -86,16 +136,44 @@ class TokenBudget:
     def release(self, tokens: int) -> None:
         self.reserved = max(0, self.reserved - tokens)
 
-    def share(self, tokens: int, final_reserve: int = 0) -> TokenBudget:
-        """A child budget of up to ``tokens``, reserved here now; :meth:`close` it when done."""
+    def share(
+        self,
+        tokens: int,
+        final_reserve: int = 0,
+        *,
+        dollars: float | None = None,
+    ) -> TokenBudget:
+        """A child budget of up to ``tokens``, reserved here now; :meth:`close` it when done.
+
+        With a dollar limit, the child also gets ``dollars`` reserved - by default the same
+        fraction of the dollars available as ``tokens`` is of the tokens available, so
+        ``ask_llm``'s equal token shares are equal dollar shares - and the same dollar
+        final-answer reserve as the top level (as ``final_reserve`` is in tokens)."""
+        fraction = min(1.0, tokens / max(1, self.available()))
         granted = self.reserve(tokens)
-        return TokenBudget(granted, final_reserve, parent=self)
+        cost_granted = None
+        available = self.cost_available()
+        if available is not None:
+            asked = available * fraction if dollars is None else dollars
+            cost_granted = max(0.0, min(asked, available))
+            self.cost_reserved += cost_granted
+        return TokenBudget(
+            granted,
+            final_reserve,
+            parent=self,
+            cost_limit=cost_granted,
+            cost_final_reserve=self.root.cost_final_reserve_asked,
+        )
 
     def close(self) -> None:
         """Give the unspent part of this share back to the parent."""
         if self.parent is not None:
             self.parent.release(self.remaining)
             self.limit = self.used
+            if self.cost_limit is not None:
+                left = self.cost_remaining or 0.0
+                self.parent.cost_reserved = max(0.0, self.parent.cost_reserved - left)
+                self.cost_limit = self.cost_used
 
     def estimate_tokens(self, chars: int) -> int:
         return int(chars * self.root.tokens_per_char) + 1

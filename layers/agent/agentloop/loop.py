@@ -55,6 +55,7 @@ from agentloop.models import (
     to_wire,
 )
 from agentloop.output_format import OutputFormat
+from agentloop.pricing import Pricer
 from agentloop.tools.base import NestedRuns, RunInfo
 from agentloop.tools.executor import ToolExecutor, ToolScope
 from agentloop.tools.registry import ToolRegistry
@@ -80,9 +81,9 @@ CUT_RETRIES = 2
 """How often a turn whose stream was cut after some text is retried (with ``text_reset``)."""
 _CUT_KINDS = frozenset({"stream_cut", "server"})
 
-Limit = Literal["max_iterations", "budget", "deadline", "empty"]
+Limit = Literal["max_iterations", "budget", "cost", "deadline", "empty"]
 """What ends the loop with one last, tool-less call for the answer (``empty``: a blank reply
-gets the same second chance)."""
+gets the same second chance; ``cost``: the dollar budget, stop reason ``budget``)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,11 @@ _LIMITS: dict[Limit, _LimitTexts] = {
         "budget",
         "This request's token budget is nearly spent.",
         "Stopped early: this request's token budget ran out; send a message to continue.",
+    ),
+    "cost": _LimitTexts(
+        "budget",
+        "This request's cost budget is nearly spent.",
+        "Stopped early: this request's budget of ${usd} ran out; send a message to continue.",
     ),
     "deadline": _LimitTexts(
         "deadline",
@@ -198,6 +204,8 @@ class RunLimits:
     budget: TokenBudget
     deadline: Deadline
     cancel: CancelToken
+    pricer: Pricer = field(default_factory=Pricer)
+    """Prices each call for ``cost_usd`` and the dollar budget (``budget.cost_limit``)."""
 
 
 @dataclass
@@ -398,6 +406,11 @@ class AgentLoop:
         max_tokens = min(self.config.max_output_tokens, available - prompt)
         if max_tokens < MIN_OUTPUT_TOKENS:
             return LimitReached("budget")
+        affordable = self._affordable_output(prompt, final=final)
+        if affordable is not None:
+            if affordable < MIN_OUTPUT_TOKENS:
+                return LimitReached("cost")
+            max_tokens = min(max_tokens, affordable)
         if self.sampling is not None and self.sampling.max_output_tokens is not None:
             max_tokens = min(max_tokens, self.sampling.max_output_tokens)  # the client's cap
         keep = SEND_MARGIN_S if final else max(self.config.deadline_reserve_s, SEND_MARGIN_S)
@@ -405,6 +418,18 @@ class AgentLoop:
         if timeout < (MIN_FINAL_CALL_S if final else MIN_TURN_S):
             return LimitReached("deadline")
         return CallPlan(max_tokens, timeout)
+
+    def _affordable_output(self, prompt: int, *, final: bool) -> int | None:
+        """Output tokens the dollar budget leaves once the prompt estimate is priced; None
+        without a dollar budget (or a price to keep it with)."""
+        dollars = self.limits.budget.cost_available(final=final)
+        rates = self.limits.pricer.rates(self.model.spec) if dollars is not None else None
+        if dollars is None or rates is None:
+            return None
+        left = dollars - prompt * rates.input
+        if left < 0:
+            return 0
+        return self.config.max_output_tokens if rates.output <= 0 else int(left / rates.output)
 
     async def _call_model(
         self, wire: list[dict[str, Any]], tool_choice: Literal["auto", "none"], plan: CallPlan
@@ -467,14 +492,17 @@ class AgentLoop:
         )
         if turn.usage is not None:
             self.limits.budget.calibrate(chars, turn.usage.prompt_tokens)
-        self._charge(usage)
+        cost = self._charge(usage)
+        root = self.limits.budget.root
         self.emit(
             UsageReport(
                 model=self.model.spec,
                 usage=usage,
-                total=self.limits.budget.root.usage,
-                budget_remaining=self.limits.budget.root.remaining,
+                total=root.usage,
+                budget_remaining=root.remaining,
                 finish_reason=turn.finish_reason,
+                cost_usd=cost,
+                total_cost_usd=root.cost_usd,
             )
         )
 
@@ -554,8 +582,21 @@ class AgentLoop:
         self._records.append(_ToolRecord(call, False, content))
         self._append(ToolMessage(tool_call_id=call.id, content=content))
 
-    def _charge(self, usage: Usage) -> None:
-        self.limits.budget.charge(usage, depth=self.emit.depth)
+    def _charge(self, usage: Usage) -> float | None:
+        """Charge a call's usage and its price to the budget; the price (None: unknown)."""
+        spec = self.model.spec
+        cost = self.limits.pricer.cost(spec, usage)
+        root = self.limits.budget.root
+        if cost is None and not root.unpriced_noticed:
+            root.unpriced_noticed = True
+            self.emit(
+                Notice(
+                    code="unpriced",
+                    message=f"No price is known for {spec}: this request's cost is unknown.",
+                )
+            )
+        self.limits.budget.charge(usage, depth=self.emit.depth, cost=cost)
+        return cost
 
     # -- tools ----------------------------------------------------------------------------
 
@@ -683,7 +724,9 @@ class AgentLoop:
         if answer is None:
             answer = self._summary(texts.instruction.lower().rstrip("."))
             self.emit(TextDelta(text=answer))
-        notice = texts.notice.format(n=self.limits.max_iterations)
+        notice = texts.notice.format(
+            n=self.limits.max_iterations, usd=f"{self.limits.budget.root.cost_limit or 0:.4g}"
+        )
         if notice:
             self.emit(Notice(code=ending.limit, message=notice))
             # "send a message" speaks to a person, not to a parent agent or a JSON parser
@@ -777,6 +820,8 @@ class AgentLoop:
                 usage=budget.usage,
                 usage_by_depth=list(budget.usage_by_depth) if budget.parent is None else [],
                 budget_remaining=budget.root.remaining,
+                cost_usd=budget.cost_usd,
+                cost_by_depth=list(budget.cost_by_depth) if budget.parent is None else [],
                 messages=list(self.new_messages),
                 pending=paused.pending,
                 resume=resume,
@@ -798,6 +843,8 @@ class AgentLoop:
                 usage=budget.usage,
                 usage_by_depth=list(budget.usage_by_depth) if budget.parent is None else [],
                 budget_remaining=budget.root.remaining,
+                cost_usd=budget.cost_usd,
+                cost_by_depth=list(budget.cost_by_depth) if budget.parent is None else [],
                 messages=list(self.new_messages),
             )
         )

@@ -245,6 +245,13 @@ class ChatRequest(_Strict):
     )
     max_iterations: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="Dollars this request may spend, every sub-agent included (clamped to the "
+        "server's cap).",
+    )
     sampling: Sampling | None = None
     response_format: ResponseFormat | None = None
     approval_tools: list[Annotated[str, Field(max_length=128)]] | None = Field(

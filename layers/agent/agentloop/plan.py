@@ -20,10 +20,18 @@ from agentloop.continuation import ContinuationError, Resumption, Signer, resume
 from agentloop.llm.registry import parse_model_spec
 from agentloop.models import ChatRequest, ClientTool, Sampling
 from agentloop.output_format import OutputFormat, OutputFormatError
+from agentloop.pricing import Pricer
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
 
 PlanParam = Literal[
-    "model", "tools", "response_format", "approval_tools", "client_tools", "resume", "approvals"
+    "model",
+    "tools",
+    "response_format",
+    "approval_tools",
+    "client_tools",
+    "resume",
+    "approvals",
+    "max_cost_usd",
 ]
 
 
@@ -52,6 +60,8 @@ class RunPlan:
     client_tools: tuple[ClientTool, ...] = ()
     resumption: Resumption | None = None
     """A paused run this request continues (checked: see ``continuation.py``)."""
+    max_cost_usd: float | None = None
+    """The request's dollar budget (None: none), shared like the token budget."""
 
 
 def check_model_allowed(spec: str, config: AgentConfig) -> None:
@@ -68,6 +78,15 @@ def clamped_limits(request: ChatRequest, config: AgentConfig) -> tuple[int, int]
         min(request.max_iterations or config.max_iterations, config.max_iterations_cap),
         min(request.token_budget or config.token_budget, config.token_budget_cap),
     )
+
+
+def clamped_cost(request: ChatRequest, config: AgentConfig) -> float | None:
+    """The request's dollar budget, or the server's default, within the server's cap."""
+    asked = request.max_cost_usd if request.max_cost_usd is not None else config.max_cost_usd
+    cap = config.max_cost_usd_cap
+    if asked is None:
+        return cap
+    return asked if cap is None else min(asked, cap)
 
 
 def plan_run(
@@ -124,6 +143,13 @@ def plan_run(
         except ContinuationError as exc:
             raise PlanError(exc.message, exc.param) from exc
     max_iterations, token_budget = clamped_limits(request, config)
+    max_cost_usd = clamped_cost(request, config)
+    if max_cost_usd is not None and not Pricer(config.prices).knows(spec):
+        raise PlanError(
+            f"max_cost_usd: no price is known for model {spec!r}, so a dollar budget cannot be "
+            "kept (the operator can add it to AGENTLOOP_PRICES)",
+            "max_cost_usd" if request.max_cost_usd is not None else "model",
+        )
     return RunPlan(
         spec,
         tools,
@@ -134,4 +160,5 @@ def plan_run(
         approval_tools,
         client_tools,
         resumption,
+        max_cost_usd,
     )
