@@ -532,6 +532,43 @@ def faces(page: Page, fig: dict[str, Any]) -> None:
 # -- the page --------------------------------------------------------------------------------
 
 
+def tracing(page: Page, fig: dict[str, Any]) -> None:
+    page.add(
+        "## Tracing: what OpenTelemetry spans cost",
+        "",
+        "Tracing off (the default: nothing of OpenTelemetry is imported) and on "
+        "(`AGENTLOOP_TRACING=on`, spans exported over OTLP/HTTP to a collector stand-in on "
+        "loopback and flushed at the end of each run), taking turns. *Cold start*: fresh "
+        "processes importing the chat app and doing what its first request does about tracing "
+        "(on: importing the SDK and the exporter and making the provider); *added* is the "
+        "median of the round-by-round differences. *Per model call*: the loop task "
+        f"({tasks.LOOP_TURNS + 1} model calls, {tasks.LOOP_TURNS} tool calls) through "
+        "`handle_chat` with the OpenAI provider in warm workers; the run's wall time divided by "
+        "its model calls, the spans of the tool calls included.",
+        "",
+    )
+    rows = []
+    for key, name in (("cold-off", "cold start, off"), ("cold-on", "cold start, on")):
+        row = fig.get(key, {})
+        shown = cell(row, "import_ms") if row.get("ok") else failed_note(row)
+        added = fig.get("cold-added_ms") if key.endswith("on") else None
+        rows.append([name, f"{shown} ms", "" if added is None else f"{added:+.1f} ms"])
+    for key, name in (
+        ("agentloop-turns-off", "per model call, off"),
+        ("agentloop-turns-on", "per model call, on"),
+    ):
+        row = fig.get(key, {})
+        shown = cell(row, "per_call_ms", digits=2) if row.get("ok") else failed_note(row)
+        added = fig.get("turns-added_ms_per_call") if key.endswith("on") else None
+        rows.append([name, f"{shown} ms", "" if added is None else f"{added:+.2f} ms"])
+    page.table(["", "median (min–max)", "added by tracing"], rows)
+    page.add(
+        f"{fig.get('exports', 0)} OTLP exports, {fig.get('exported_bytes', 0) / 1024:.0f} KB "
+        "in all, reached the collector stand-in.",
+        "",
+    )
+
+
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     figures = results["figures"]
@@ -545,6 +582,7 @@ def markdown(results: dict[str, Any]) -> str:
         "docs": docs,
         "research": research,
         "faces": faces,
+        "tracing": tracing,
     }
     for name, render in sections.items():
         if name in figures:

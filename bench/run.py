@@ -44,7 +44,7 @@ from bench.contenders import CONTENDERS, IN_PROCESS, PEERS, post_chat  # noqa: E
 
 PY = sys.executable
 RESULTS = ROOT / "build" / "bench" / "results.json"
-FIGURES = ("cold", "loop", "parallel", "stream", "faces", "memory", "docs", "research")
+FIGURES = ("cold", "loop", "parallel", "stream", "faces", "memory", "docs", "research", "tracing")
 
 RUNS = {"loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
 WARMUP = {"loop": 3, "parallel": 1, "stream": 2, "docs": 0}
@@ -273,8 +273,9 @@ COLD_ROUNDS = {"sdk-groq": 31, "agentloop-app": 31, "agentloop-groq": 7, "sdk-op
 speed drifts, so their ratio needs many pairs), the frameworks (slow) ``PEER_COLD_RUNS``."""
 
 
-def time_import(code: str) -> tuple[float, float]:
-    """(ms the imports took inside the process, ms from spawn until they were done)."""
+def time_import(code: str, **env: str) -> tuple[float, float]:
+    """(ms the imports took inside the process, ms from spawn until they were done); ``env``
+    is added to the process's environment."""
     child = (
         "import time as _t\n_s = _t.perf_counter()\n"
         + code
@@ -285,7 +286,7 @@ def time_import(code: str) -> tuple[float, float]:
     process = subprocess.Popen(
         [PY, "-c", child],
         cwd=ROOT,
-        env=base_env(PYTHONPATH=str(ROOT / "functions" / "chat")),
+        env=base_env(PYTHONPATH=str(ROOT / "functions" / "chat"), **env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         preexec_fn=pinned(MEASURED_CPU),
@@ -692,6 +693,107 @@ def machine() -> dict[str, Any]:
     }
 
 
+# -- tracing: what OpenTelemetry spans cost -----------------------------------------------------
+
+TRACING_COLD_ROUNDS = 15
+TRACING_RUNS = 21
+TRACING_FIRST_USE = (
+    "import chat_app\nfrom agentloop import tracing\ntracing.observer([], None, 'openai:m')"
+)
+"""The chat app, then what its first request does about tracing (off: nothing is imported;
+on: the SDK and the OTLP/HTTP exporter are imported and the provider is made)."""
+
+
+@contextlib.contextmanager
+def otlp_sink() -> Iterator[tuple[str, list[int]]]:
+    """A collector stand-in on loopback: takes OTLP/HTTP posts, answers 200, keeps their sizes."""
+    import http.server
+    import threading
+
+    sizes: list[int] = []
+
+    class Sink(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            sizes.append(len(self.rfile.read(int(self.headers.get("content-length", 0)))))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", sizes
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def fig_tracing(server: str) -> dict[str, Any]:
+    """Tracing off vs on: the first request's imports in fresh processes, and the loop task's
+    time per model call in warm workers (on: spans exported over OTLP/HTTP to a loopback
+    sink, flushed at the end of each run), the two taking turns."""
+    rows: dict[str, Any] = {}
+    with otlp_sink() as (sink, sizes):
+        on_env = {"AGENTLOOP_TRACING": "on", "OTEL_EXPORTER_OTLP_ENDPOINT": sink}
+        envs = {"off": {"AGENTLOOP_TRACING": "off"}, "on": on_env}
+        cold: dict[str, list[tuple[float, float]]] = {key: [] for key in envs}
+        for env in envs.values():
+            time_import(TRACING_FIRST_USE, **env)  # compiles bytecode: not kept
+        for _ in range(TRACING_COLD_ROUNDS):
+            for key, env in envs.items():
+                cold[key].append(time_import(TRACING_FIRST_USE, **env))
+        for key, samples in cold.items():
+            rows[f"cold-{key}"] = {
+                "ok": True,
+                "code": TRACING_FIRST_USE,
+                "runs": len(samples),
+                "import_ms": summary([s[0] for s in samples]),
+            }
+        rows["cold-added_ms"] = statistics.median(
+            a[0] - b[0] for a, b in zip(cold["on"], cold["off"], strict=True)
+        )
+        off_key, on_key = "agentloop-openai", "agentloop-openai+tracing"
+        places = {
+            off_key: (base_env(AGENTLOOP_TRACING="off"), MEASURED_CPU),
+            on_key: (base_env(**on_env), MEASURED_CPU),
+        }
+        pool = Pool(server, places)
+        runs: dict[str, list[dict[str, Any]]] = {key: [] for key in places}
+        try:
+            for key in places:
+                for i in range(WARMUP["loop"]):
+                    pool.run(key, "loop", f"tracew{i}{key.replace('-', '').replace('+', '')}")
+            for round_ in range(TRACING_RUNS):
+                order = [off_key, on_key] if round_ % 2 == 0 else [on_key, off_key]
+                for key in order:
+                    tag = key.replace("-", "").replace("+", "")
+                    runs[key].append(pool.run(key, "loop", f"tracer{round_}{tag}"))
+        finally:
+            pool.close()
+        for key, name in ((off_key, "agentloop-turns-off"), (on_key, "agentloop-turns-on")):
+            row = outcome({"runs": runs[key]}, "ms", "calls")
+            if row["ok"]:
+                per_call = [r["ms"] / max(1, r["calls"]) for r in runs[key]]
+                row["per_call_ms"] = summary(per_call)
+            rows[name] = row
+        if rows["agentloop-turns-off"]["ok"] and rows["agentloop-turns-on"]["ok"]:
+            pairs = zip(runs[on_key], runs[off_key], strict=True)
+            rows["turns-added_ms_per_call"] = statistics.median(
+                (a["ms"] - b["ms"]) / max(1, a["calls"]) for a, b in pairs
+            )
+        rows["exported_bytes"] = sum(sizes)
+        rows["exports"] = len(sizes)
+    for key in ("cold-off", "cold-on", "agentloop-turns-off", "agentloop-turns-on"):
+        row = rows[key]
+        shown = row.get("import_ms", row.get("per_call_ms", {})).get("median")
+        say(f"  tracing {key:<10} {shown if shown is None else round(shown, 2)}")
+    return rows
+
+
 # -- main ------------------------------------------------------------------------------------
 
 
@@ -721,6 +823,7 @@ def main() -> int:
                 "memory": lambda: fig_memory(server),
                 "docs": lambda: fig_docs(server),
                 "research": fig_research,
+                "tracing": lambda: fig_tracing(server),
             }
             for name in chosen:
                 say(f"[{name}]")

@@ -106,7 +106,8 @@ async def serve(spec: dict[str, Any]) -> None:
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    contender = CONTENDERS[spec["contender"]]()
+    # "<key>+<variant>": the same contender in a differently set-up process (e.g. tracing on).
+    contender = CONTENDERS[spec["contender"].split("+")[0]]()
     try:
         await contender.start(spec["server"])
     except Exception as exc:

@@ -230,6 +230,8 @@ def test_when_content_is_recorded(env: dict[str, str], on: bool) -> None:
 # A fresh process: the chat app and a whole run (with a tool) as a deployment runs them.
 RUN_ONE = """
 import asyncio, json, sys
+if sys.argv[2] == "no-otel":  # as if the tracing extra were not installed
+    sys.modules["opentelemetry"] = None
 import chat_app  # the chat function's app, as Lambda imports it
 from agentloop.chat import AgentSetup, ChatContext, collect
 from agentloop.config import AgentConfig
@@ -245,11 +247,11 @@ print(json.dumps({"text": done.text, "opentelemetry": loaded}))
 """
 
 
-def run_one(env: dict[str, str]) -> dict[str, object]:
+def run_one(env: dict[str, str], variant: str = "") -> dict[str, object]:
     paths = [ROOT / "layers/agent", ROOT / "functions/chat", ROOT]
     env = env | {"PYTHONPATH": os.pathsep.join(str(p) for p in paths)}
     proc = subprocess.run(
-        [sys.executable, "-c", RUN_ONE, OPENAI_MODEL],
+        [sys.executable, "-c", RUN_ONE, OPENAI_MODEL, variant],
         capture_output=True,
         text=True,
         timeout=60,
@@ -260,6 +262,7 @@ def run_one(env: dict[str, str]) -> dict[str, object]:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert isinstance(result, dict)
+    result["stderr"] = proc.stderr
     return result
 
 
@@ -277,7 +280,7 @@ def test_off_by_default_and_nothing_of_opentelemetry_is_imported(llm: ScriptedLL
 
     result = run_one(otel_free_env())
 
-    assert result == {"text": "Done.", "opentelemetry": []}
+    assert (result["text"], result["opentelemetry"]) == ("Done.", [])
     assert len(llm.requests) == 2, "the run really made its model calls"
 
 
@@ -328,3 +331,13 @@ def test_on_exports_over_otlp_http_to_the_configured_endpoint(llm: ScriptedLLM) 
         if a.key == "agentloop.request_id"
     }
     assert request_ids == {"r-1"}
+
+
+@pytest.mark.usefixtures("provider_env")
+def test_on_without_the_packages_runs_untraced_and_says_why(llm: ScriptedLLM) -> None:
+    llm.script(Reply(text="Done."))
+
+    result = run_one(otel_free_env() | {"AGENTLOOP_TRACING": "on"}, "no-otel")
+
+    assert result["text"] == "Done."
+    assert "pip install agentloop[tracing]" in str(result["stderr"])

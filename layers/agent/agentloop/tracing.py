@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,8 @@ from agentloop.models import Message, Usage
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
+
+logger = logging.getLogger(__name__)
 
 AGENT_NAME = "agentloop"
 FLUSH_TIMEOUT_MS = 2_000
@@ -105,8 +108,12 @@ def _from_env() -> tuple[TracerProvider, bool] | None:
     """The process's provider, made once (per Lambda container) when tracing is on."""
     if not tracing_enabled():
         return None
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+    except ImportError:  # a deployment without the extra: runs go on, untraced
+        logger.warning("tracing is on but OpenTelemetry is missing: pip install agentloop[tracing]")
+        return None
 
     current = trace.get_tracer_provider()
     if isinstance(current, SdkTracerProvider):  # e.g. set up by ADOT's otel-instrument
@@ -243,7 +250,14 @@ class RunObserver:
         span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, message))
 
     def see(self, event: Event) -> None:
-        """Record one event of the stream (called for each, in order)."""
+        """Record one event of the stream (called for each, in order); a failure here is
+        logged and never reaches the run."""
+        try:
+            self._see(event)
+        except Exception:
+            logger.exception("tracing: could not record a %s event", event.type)
+
+    def _see(self, event: Event) -> None:
         run = self._run_of(event)
         if isinstance(event, RunStart):
             self._models[event.run_id] = event.model
@@ -386,4 +400,7 @@ class RunObserver:
         self._runs.clear()
         flush = getattr(self._provider, "force_flush", None)
         if flush is not None:
-            await asyncio.to_thread(flush, FLUSH_TIMEOUT_MS)
+            try:
+                await asyncio.to_thread(flush, FLUSH_TIMEOUT_MS)
+            except Exception:
+                logger.exception("tracing: could not flush the spans")
