@@ -6,6 +6,10 @@ reports, so the test checks our arithmetic and plumbing against the table's own 
 
 from __future__ import annotations
 
+import io
+import json
+from pathlib import Path
+
 import genai_prices
 import pytest
 
@@ -15,6 +19,7 @@ from agentloop.events import Notice, RunStart, SubagentFinish, SubagentStart, Us
 from agentloop.models import Usage
 from agentloop.plan import PlanError, plan_run
 from agentloop.pricing import PriceOverride
+from agentloop.research.cli import main
 from agentloop.tools.registry import ToolRegistry
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, make_request, run_chat
@@ -314,3 +319,43 @@ def test_the_dollar_budget_is_clamped_and_needs_a_price() -> None:
     with pytest.raises(PlanError) as by_default:
         plan_run(make_request("x", model="groq:unpriced"), config, registry)
     assert by_default.value.param == "model"
+
+
+def test_research_jobs_take_a_dollar_limit_and_the_table_shows_each_jobs_cost(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    llm.respond_with(lambda req: Reply(text="An answer.", usage=(900, 100)))
+    spec = AgentConfig().default_model
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(
+        json.dumps(
+            {
+                "jobs": [
+                    {"id": "free", "prompt": "Question?", "tools": []},
+                    {
+                        "id": "tight",
+                        "prompt": "Question?",
+                        "tools": [],
+                        "limits": {"max_cost_usd": output_price(spec, 10)},
+                    },
+                ]
+            }
+        )
+    )
+    out, err = io.StringIO(), io.StringIO()
+
+    code = main([str(jobs), "--output", str(tmp_path / "out")], out=out, err=err)
+
+    assert code == 0
+    lines = out.getvalue().strip().splitlines()
+    assert lines[0].split()[7] == "cost"  # "stop reason" is two words
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    expected = table_price(spec, Usage(prompt_tokens=900, completion_tokens=100))
+    assert rows["free"][:4] == ["free", "succeeded", "completed", "1,000"]
+    assert rows["free"][6] == f"${expected:.6f}"
+    assert rows["tight"][:4] == ["tight", "incomplete", "budget", "0"]
+    assert rows["tight"][6] == "$0.000000"
+    report = Path(rows["tight"][-1]).read_text()
+    assert "stopped at its cost budget" in report
+    assert "`limits.max_cost_usd`" in report
+    assert "| cost | $0.000000 |" in report

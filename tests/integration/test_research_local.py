@@ -177,12 +177,23 @@ def test_the_cli_runs_the_jobs_and_prints_the_table(tmp_path: Path, llm: Scripte
 
     assert code == 0
     lines = out.getvalue().strip().splitlines()
-    header = ["job", "status", "stop", "reason", "tokens", "seconds", "invocations", "report"]
+    header = [
+        "job",
+        "status",
+        "stop",
+        "reason",
+        "tokens",
+        "seconds",
+        "invocations",
+        "cost",
+        "report",
+    ]
     assert lines[0].split() == header
     for i, row in enumerate(lines[2:]):
         cells = row.split()
         assert cells[:4] == [f"q{i}", "succeeded", "completed", "100"]
         assert cells[5] == "1"
+        assert cells[6].startswith("$")
         assert Path(cells[-1]).read_text().startswith(f"# q{i}\n\nAn answer.")
     assert "3/3 jobs" in err.getvalue()
 

@@ -89,6 +89,7 @@ def outcome(
         status="failed" if failed else "incomplete" if limit else "succeeded",
         stop_reason="error" if failed else limit or "completed",
         tokens=0 if failed else 12_345,
+        cost_usd=None if failed else 0.0123,
         seconds=1.25,
         location=f"out/{job_id}/{'failure.json' if failed else 'report.md'}",
         error="configuration: GROQ_API_KEY is not set" if failed else None,
@@ -118,6 +119,7 @@ def test_the_table_has_one_row_per_job_and_the_errors() -> None:
         "tokens",
         "seconds",
         "invocations",
+        "cost",
         "report",
         "error",
     ]
@@ -129,15 +131,17 @@ def test_the_table_has_one_row_per_job_and_the_errors() -> None:
         "12,345",
         "1.2",
         "1",
+        "$0.012300",
         "out/alpha/report.md",
     ]
-    assert lines[3].split()[:7] == [
+    assert lines[3].split()[:8] == [
         "beta-longer-name",
         "failed",
         "error",
         "0",
         "1.2",
         "1",
+        "-",
         "out/beta-longer-name/failure.json",
     ]
     assert lines[3].endswith("configuration: GROQ_API_KEY is not set")
@@ -148,9 +152,10 @@ def test_the_table_has_one_row_per_job_and_the_errors() -> None:
         "12,345",
         "1.2",
         "3",
+        "$0.012300",
         "out/gamma/report.md",
     ]
-    assert lines[5].split()[:7] == ["#2", "rejected", "-", "-", "-", "-", "-"]
+    assert lines[5].split()[:8] == ["#2", "rejected", "-", "-", "-", "-", "-", "-"]
     assert lines[5].endswith("id: Field required; prompt: Field required")
     assert lines[2].index("1.2") + 3 == lines[0].index("seconds") + 7  # numbers right-aligned
 

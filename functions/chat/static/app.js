@@ -24,6 +24,11 @@
   }
 
   const number = new Intl.NumberFormat("en");
+  // cost_usd is null when the model has no known price: say so, never show a made-up number.
+  const dollars = (cost) =>
+    cost === null || cost === undefined
+      ? "cost unknown"
+      : `$${cost >= 1 ? cost.toFixed(2) : cost.toFixed(cost >= 0.01 ? 4 : 6)}`;
 
   function formatDuration(ms) {
     if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -850,6 +855,7 @@
       this.model = "";
       this.usage = null;
       this.budget = null;
+      this.cost = undefined; // undefined: no call priced yet; null: unknown
       this.decisions = new Map(); // call_id -> { approved, reason? }, for a paused run
       this.onDecide = () => {};
     }
@@ -953,7 +959,7 @@
                 { class: "subagent-meta" },
                 `${STOP_REASONS[data.stop_reason] || data.stop_reason} · ` +
                   `${data.iterations} turn${data.iterations === 1 ? "" : "s"} · ` +
-                  `${number.format(tokens)} tokens`,
+                  `${number.format(tokens)} tokens · ${dollars(data.cost_usd)}`,
               ),
             );
           }
@@ -962,6 +968,7 @@
         case "usage":
           this.usage = data.total;
           this.budget = data.budget_remaining;
+          this.cost = data.total_cost_usd;
           this.showMeta();
           break;
         case "model_switched":
@@ -986,6 +993,7 @@
             this.done = data;
             this.usage = data.usage;
             this.budget = data.budget_remaining;
+            this.cost = data.cost_usd;
           }
           break;
         default:
@@ -1003,6 +1011,7 @@
       if (this.model) parts.push(this.model);
       const tokens = this.tokens();
       if (tokens !== null) parts.push(`${number.format(tokens)} tokens used`);
+      if (this.cost !== undefined) parts.push(dollars(this.cost));
       if (this.budget !== null && this.budget !== undefined) {
         parts.push(`${number.format(this.budget)} left in budget`);
       }
@@ -1033,6 +1042,12 @@
           used += `, ${number.format(sub)} by sub-agents`;
         }
         parts.push(used);
+        let cost = dollars(d.cost_usd);
+        const costByDepth = d.cost_by_depth || [];
+        if (costByDepth.length > 1 && d.cost_usd !== null) {
+          cost += `, ${dollars(costByDepth.slice(1).reduce((sum, c) => sum + c, 0))} by sub-agents`;
+        }
+        parts.push(cost);
         parts.push(`${number.format(d.budget_remaining)} left in budget`);
         if (this.model) parts.push(this.model);
         this.meta.textContent = parts.join(" · ");

@@ -34,6 +34,7 @@ from agentloop.limits import Deadline
 from agentloop.loop import MIN_TURN_S
 from agentloop.research.jobs import JobMessage, JobsInputError, Rejection, parse_jobs_text
 from agentloop.research.planner import read_s3_text
+from agentloop.research.report import dollars
 from agentloop.research.runner import JobOutcome, JobRunner
 from agentloop.research.store import LocalResultStore, ResultStore, store_from_env
 from agentloop.tools.registry import ToolRegistry
@@ -127,14 +128,23 @@ class ProgressBar:
 
 
 def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection] = ()) -> str:
-    """job, status, stop reason, tokens, seconds, invocations, report (and the error, when
-    there is one).
+    """job, status, stop reason, tokens, seconds, invocations, cost, report (and the error,
+    when there is one). The cost is ``-`` when it is not known (a model without a price).
 
     The status column tells an ``incomplete`` job (a limit stopped it; its report may be
     partial) from one that ``succeeded``, which the stop reason alone leaves to the reader;
     seconds and invocations count every invocation the job took.
     """
-    header = ["job", "status", "stop reason", "tokens", "seconds", "invocations", "report"]
+    header = [
+        "job",
+        "status",
+        "stop reason",
+        "tokens",
+        "seconds",
+        "invocations",
+        "cost",
+        "report",
+    ]
     rows = [
         [
             o.job_id,
@@ -143,6 +153,7 @@ def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection
             f"{o.tokens:,}",
             f"{o.seconds:.1f}",
             str(o.invocations),
+            dollars(o.cost_usd),
             o.location,
             o.error or "",
         ]
@@ -153,13 +164,13 @@ def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection
         by_job.setdefault(rejection.job, []).append(rejection)
     for job, problems in by_job.items():
         why = "; ".join(f"{r.field}: {r.message}" for r in problems)
-        rows.append([job, "rejected", "-", "-", "-", "-", "-", why])
+        rows.append([job, "rejected", "-", "-", "-", "-", "-", "-", why])
     if any(row[-1] for row in rows):
         header.append("error")
     else:
         rows = [row[:-1] for row in rows]
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
-    numeric = {3, 4, 5}
+    numeric = {3, 4, 5, 6}
 
     def line(cells: Sequence[str]) -> str:
         parts = [

@@ -53,6 +53,13 @@ class JobLimits(_Strict):
 
     max_iterations: int | None = Field(default=None, ge=1, le=100)
     token_budget: int | None = Field(default=None, ge=1_000, le=10_000_000)
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=10_000,
+        description="US dollars the job may spend over all its invocations, sub-agents "
+        "included (the deployment's cap applies); needs a model with a known price.",
+    )
     max_seconds: int | None = Field(
         default=None,
         ge=1,

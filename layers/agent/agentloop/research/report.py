@@ -136,6 +136,13 @@ class RunFacts:
                 f"The run used all {allowed} tool iterations it was allowed "
                 "(`limits.max_iterations`) before the model had finished.",
             )
+        elif done.stop_reason == "budget" and any(n.code == "cost" for n in self.notices):
+            budget = f" of {dollars(start.max_cost_usd)}" if start and start.max_cost_usd else ""
+            what = (
+                "stopped at its cost budget",
+                f"The run used up its cost budget{budget} (`limits.max_cost_usd`) before "
+                "the model had finished.",
+            )
         elif done.stop_reason == "budget":
             budget = f" of {start.token_budget:,} tokens" if start else ""
             what = (
@@ -229,6 +236,7 @@ def report_json(facts: RunFacts) -> dict[str, Any]:
         "stop_reason": done.stop_reason if done else None,
         "iterations": done.iterations if done else 0,
         "usage": done.usage.model_dump() if done else None,
+        "cost_usd": done.cost_usd if done else None,
         "model": facts.model,
         "model_switches": facts.switches,
         "errors": facts.errors,
@@ -293,6 +301,11 @@ def _run_rows(facts: RunFacts) -> list[tuple[str, str]]:
                 f"{usage.completion_tokens:,} completion, {usage.cached_tokens:,} cached)",
             )
         )
+    if done is not None:
+        known = done.cost_usd is not None
+        rows.append(
+            ("cost", dollars(done.cost_usd) if known else "unknown (no price for the model)")
+        )
     rows += [(f"model switch {i + 1}", s) for i, s in enumerate(facts.switches)]
     rows += [("error", e) for e in facts.errors]
     rows += [
@@ -306,6 +319,13 @@ def _run_rows(facts: RunFacts) -> list[tuple[str, str]]:
     if facts.attempt is not None:
         rows.append(("attempt", str(facts.attempt)))
     return rows
+
+
+def dollars(cost: float | None) -> str:
+    """A cost as people read it: cents for large sums, more digits for small ones."""
+    if cost is None:
+        return "-"
+    return f"${cost:,.2f}" if cost >= 1 else f"${cost:.6f}"
 
 
 def _source_line(source: Source) -> str:

@@ -88,6 +88,8 @@ class JobOutcome:
     """The invocation of the job this outcome is of (the message's segment)."""
     next_segment: int | None = None
     """``suspended``: the invocation that continues the job."""
+    cost_usd: float | None = None
+    """Dollars the job spent (every invocation); None: not known (no price, or nothing ran)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -270,6 +272,7 @@ class JobRunner:
             status=status,
             stop_reason=done.stop_reason if done else "error",
             tokens=facts.tokens,
+            cost_usd=facts.done.cost_usd if facts.done else None,
             seconds=round(facts.seconds, 3),
             location=location,
             model=facts.model or facts.message.job.model,
@@ -320,6 +323,7 @@ class _Invocation:
             tools=job.tools,
             max_iterations=job.limits.max_iterations,
             token_budget=job.limits.token_budget,
+            max_cost_usd=job.limits.max_cost_usd,
         )
         progress = None
         if state.iterations or state.usage_by_depth:
