@@ -12,6 +12,7 @@ from pathlib import Path
 
 import genai_prices
 import pytest
+from starlette.testclient import TestClient
 
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.config import AgentConfig
@@ -21,8 +22,10 @@ from agentloop.plan import PlanError, plan_run
 from agentloop.pricing import PriceOverride
 from agentloop.research.cli import main
 from agentloop.tools.registry import ToolRegistry
+from chat_app import create_app
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
-from tests.helpers import TEST_CONFIG, make_request, run_chat
+from tests.helpers import TEST_CONFIG, make_request, parse_sse, run_chat
+from tests.integration.test_chat_app import AUTH, LOCAL, make_service
 from tests.sample_tools import echo
 
 TOP = "Compare the two answers."
@@ -359,3 +362,37 @@ def test_research_jobs_take_a_dollar_limit_and_the_table_shows_each_jobs_cost(
     assert "stopped at its cost budget" in report
     assert "`limits.max_cost_usd`" in report
     assert "| cost | $0.000000 |" in report
+
+
+def test_the_chat_route_takes_max_cost_usd_and_refuses_what_it_cannot_keep(
+    llm: ScriptedLLM, model: str
+) -> None:
+    llm.respond_with(lambda req: Reply(text="Paris.", usage=(500, 20, 128)))
+    user = {"role": "user", "content": "Capital of France?"}
+    with TestClient(create_app(make_service()), base_url=LOCAL) as client:
+        unpriced = client.post(
+            "/chat",
+            json={"messages": [user], "model": "groq:unpriced-model", "max_cost_usd": 0.01},
+            headers=AUTH,
+        )
+        zero = client.post(
+            "/chat", json={"messages": [user], "model": model, "max_cost_usd": 0}, headers=AUTH
+        )
+        with client.stream(
+            "POST",
+            "/chat",
+            json={"messages": [user], "model": model, "max_cost_usd": 0.01},
+            headers=AUTH,
+        ) as response:
+            events = parse_sse(response.iter_lines())
+
+    assert unpriced.status_code == 422
+    assert unpriced.json()["error"]["param"] == "max_cost_usd"
+    assert "no price is known" in unpriced.json()["error"]["message"]
+    assert zero.status_code == 422
+    data = {kind: body for kind, body in events if body is not None}
+    assert data["run_start"]["max_cost_usd"] == 0.01
+    expected = table_price(model, Usage(prompt_tokens=500, completion_tokens=20, cached_tokens=128))
+    assert data["usage"]["cost_usd"] == pytest.approx(expected)
+    assert data["done"]["cost_usd"] == pytest.approx(expected)
+    assert data["done"]["cost_by_depth"] == [pytest.approx(expected)]
