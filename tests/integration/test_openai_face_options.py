@@ -375,3 +375,15 @@ def test_langchain_with_structured_output(served: Served, llm: ScriptedLLM) -> N
     sent = llm.requests[0].body["response_format"]
     assert sent["type"] == "json_schema"
     assert sent["json_schema"]["name"] == "Place"
+
+
+def test_a_dollar_budget_travels_in_the_agentloop_options(served: Served, llm: ScriptedLLM) -> None:
+    """``agentloop.max_cost_usd`` reaches the run: a budget too small for any call ends the
+    run before the first one, cut short by a limit as OpenAI says it."""
+    response = served.client().chat.completions.create(
+        model=OPENAI, messages=[USER], extra_body={"agentloop": {"max_cost_usd": 1e-9}}
+    )
+    assert response.choices[0].finish_reason == "length"
+    assert llm.requests == []
+    done = served.last_run()
+    assert done.stop_reason == "budget"

@@ -205,6 +205,7 @@ class AgentOptions(BaseModel):
     """More tools whose calls wait for a person's approval (added to the server's)."""
     max_iterations: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
 
 
 class ResumeEntry(_Loose):
@@ -285,6 +286,7 @@ class RunAgentInput(_Loose):
             approval_tools=options.approval_tools,
             max_iterations=options.max_iterations,
             token_budget=options.token_budget,
+            max_cost_usd=options.max_cost_usd,
             approvals=approvals or None,
             resume=token,
         )

@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--tools", help="comma-separated tool names (default: the server's)")
     chat.add_argument("--max-iterations", type=int)
     chat.add_argument("--token-budget", type=int)
+    chat.add_argument("--max-cost-usd", type=float, help="dollars the request may spend")
     commands.add_parser("schema", help="print the JSON Schema of the stream events")
     return parser
 
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             tools=args.tools.split(",") if args.tools else None,
             max_iterations=args.max_iterations,
             token_budget=args.token_budget,
+            max_cost_usd=args.max_cost_usd,
         )
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

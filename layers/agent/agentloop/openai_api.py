@@ -162,6 +162,7 @@ class AgentOptions(BaseModel):
     tools: list[str] | None = None
     max_iterations: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
     show_tools: bool = False
 
 
@@ -318,6 +319,7 @@ class CompletionRequest(BaseModel):
                 tools=options.tools,
                 max_iterations=options.max_iterations,
                 token_budget=options.token_budget,
+                max_cost_usd=options.max_cost_usd,
                 sampling=self._sampling(),
                 response_format=self.response_format,
                 client_tools=offered,

@@ -251,6 +251,7 @@ class ResponsesRequest(BaseModel):
                 tools=options.tools,
                 max_iterations=options.max_iterations,
                 token_budget=options.token_budget,
+                max_cost_usd=options.max_cost_usd,
                 sampling=sampling,
                 response_format=response_format,
             )

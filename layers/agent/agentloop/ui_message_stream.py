@@ -264,6 +264,7 @@ class UIAgentOptions(BaseModel):
     """More tools whose calls wait for a person's approval (added to the server's)."""
     max_iterations: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
 
 
 class UIChatRequest(BaseModel):
@@ -303,6 +304,7 @@ class UIChatRequest(BaseModel):
                 tools=options.tools,
                 max_iterations=options.max_iterations,
                 token_budget=options.token_budget,
+                max_cost_usd=options.max_cost_usd,
                 approval_tools=options.approval_tools,
                 approvals=list(decisions.values()) or None,
                 resume=resume,
