@@ -812,39 +812,32 @@ class AgentLoop:
                     ),
                 )
             )
-        return self.emit(
-            Done(
-                text="".join(self._answer),
-                stop_reason=paused.stop,
-                iterations=self.iterations,
-                usage=budget.usage,
-                usage_by_depth=list(budget.usage_by_depth) if budget.parent is None else [],
-                budget_remaining=budget.root.remaining,
-                cost_usd=budget.cost_usd,
-                cost_by_depth=list(budget.cost_by_depth) if budget.parent is None else [],
-                messages=list(self.new_messages),
-                pending=paused.pending,
-                resume=resume,
-            )
-        )
+        return self._done(paused.stop, "".join(self._answer), pending=paused.pending, resume=resume)
 
     def _close(self, stop: StopReason, text: str, *, streamed: bool = True) -> Done:
-        """Stream the answer unless it was, record it, and emit ``done``: the only place a
-        ``Done`` is built, so every run's last message and event agree."""
+        """Stream the answer unless it was, record it, and emit ``done``, so every run's last
+        message and event agree."""
         if not streamed:
             self.emit(TextDelta(text=text))
         self._append(AssistantMessage(content=text))
+        return self._done(stop, text)
+
+    def _done(self, stop: StopReason, text: str, **pause: Any) -> Done:
+        """The only place a ``Done`` is built: every run's last event reports its budget and
+        messages the same way (``pause``: a paused run's ``pending`` and ``resume``)."""
         budget = self.limits.budget
+        top = budget.parent is None
         return self.emit(
             Done(
                 text=text,
                 stop_reason=stop,
                 iterations=self.iterations,
                 usage=budget.usage,
-                usage_by_depth=list(budget.usage_by_depth) if budget.parent is None else [],
+                usage_by_depth=list(budget.usage_by_depth) if top else [],
                 budget_remaining=budget.root.remaining,
                 cost_usd=budget.cost_usd,
-                cost_by_depth=list(budget.cost_by_depth) if budget.parent is None else [],
+                cost_by_depth=list(budget.cost_by_depth) if top else [],
                 messages=list(self.new_messages),
+                **pause,
             )
         )

@@ -407,7 +407,59 @@ def tool_line(event: ToolCallStart | ToolCallResult) -> str:
     return f"> `{event.name}` {status} in {event.duration_ms:.0f} ms\n\n"
 
 
-class CompletionStream:
+class OpenAIEventStream:
+    """How both OpenAI faces' streams (Chat Completions, Responses) follow a run's top-level
+    events: text as it comes (a ``text_reset`` honoured through :class:`SentText`, a retried
+    text that departs from what was sent cuts the stream and cancels the run), tool lines
+    with ``show_tools``, the first error, and ``done``. Each face frames them its own way."""
+
+    _sent: SentText
+    cancel: CancelToken | None
+    show_tools: bool
+
+    def _text(self, text: str) -> list[bytes]:
+        raise NotImplementedError
+
+    def _fail(self, error: HttpError) -> list[bytes]:
+        raise NotImplementedError
+
+    def _finish(self, done: Done) -> list[bytes]:
+        raise NotImplementedError
+
+    def _cut(self) -> list[bytes]:
+        if self.cancel is not None:  # its answer can no longer reach the client correctly
+            self.cancel.cancel()
+        return self._fail(stream_cut_error())
+
+    def _translate(self, event: Event) -> list[bytes]:
+        """The frames for one top-level event."""
+        if isinstance(event, TextDelta):
+            text = self._sent.add(event.text)
+            if text is None:
+                return self._cut()
+            return self._text(text) if text else []
+        if isinstance(event, TextReset):
+            self._sent.reset()
+            return []
+        if isinstance(event, ErrorEvent):
+            return self._fail(event_error(event))
+        if self._sent.replaying and isinstance(
+            event, TurnStart | ToolCallStart | ToolCallResult | Done
+        ):
+            return self._cut()  # the retried turn ended short of what the client shows
+        if isinstance(event, TurnStart):
+            self._sent.mark()
+        elif isinstance(event, ToolCallStart | ToolCallResult):
+            if isinstance(event, ToolCallResult):
+                self._sent.mark()
+            if self.show_tools:
+                return self._text(tool_line(event))
+        elif isinstance(event, Done):
+            return self._finish(event)
+        return []
+
+
+class CompletionStream(OpenAIEventStream):
     """Turns agent events into ``chat.completion.chunk`` SSE lines.
 
     A run that ends without an answer ends the stream with one error object, the same
@@ -429,6 +481,7 @@ class CompletionStream:
         self.created = int(time.time())
         self.model = model
         self.cancel = cancel
+        self.show_tools = request.agentloop.show_tools
         self._sent = SentText()
         self._ended = False
 
@@ -446,37 +499,8 @@ class CompletionStream:
         self._ended = True
         return [f"data: {json.dumps(error.body())}\n\n".encode(), _DONE_FRAME]
 
-    def _cut(self) -> list[bytes]:
-        if self.cancel is not None:  # its answer can no longer reach the client correctly
-            self.cancel.cancel()
-        return self._fail(stream_cut_error())
-
-    def _translate(self, event: Event) -> list[bytes]:
-        """The frames for one top-level event."""
-        if isinstance(event, TextDelta):
-            text = self._sent.add(event.text)
-            if text is None:
-                return self._cut()
-            return [self._chunk({"content": text})] if text else []
-        if isinstance(event, TextReset):
-            self._sent.reset()
-            return []
-        if isinstance(event, ErrorEvent):
-            return self._fail(event_error(event))
-        if self._sent.replaying and isinstance(
-            event, TurnStart | ToolCallStart | ToolCallResult | Done
-        ):
-            return self._cut()  # the retried turn ended short of what the client shows
-        if isinstance(event, TurnStart):
-            self._sent.mark()
-        elif isinstance(event, ToolCallStart | ToolCallResult):
-            if isinstance(event, ToolCallResult):
-                self._sent.mark()
-            if self.request.agentloop.show_tools:
-                return [self._chunk({"content": tool_line(event)})]
-        elif isinstance(event, Done):
-            return self._finish(event)
-        return []
+    def _text(self, text: str) -> list[bytes]:
+        return [self._chunk({"content": text})]
 
     def _finish(self, done: Done) -> list[bytes]:
         if done.stop_reason == "approval_required":
@@ -555,6 +579,27 @@ def completion_body(
     }
 
 
+async def collect_run(
+    events: AsyncIterator[Event], show_tools: bool
+) -> tuple[Done, ErrorEvent | None, list[str]]:
+    """Run to the end for a non-streamed answer (both OpenAI faces): the top-level ``done``,
+    the run's first error, and the tool lines ``show_tools`` asks for."""
+    tool_lines: list[str] = []
+    error: ErrorEvent | None = None
+    done: Done | None = None
+    async for event in events:
+        if event.depth != 0:
+            continue
+        if show_tools and isinstance(event, ToolCallStart | ToolCallResult):
+            tool_lines.append(tool_line(event))
+        elif isinstance(event, ErrorEvent):
+            error = error or event
+        elif isinstance(event, Done):
+            done = event
+    assert done is not None, "handle_chat always ends with done"
+    return done, error, tool_lines
+
+
 async def collect_completion(
     request: CompletionRequest, events: AsyncIterator[Event], completion_id: str, model: str
 ) -> dict[str, Any]:
@@ -564,19 +609,7 @@ async def collect_completion(
     A run without an answer (``error``, ``cancelled``) raises :class:`HttpError`: a
     non-streamed client has no other way to tell an apology from an answer.
     """
-    tool_lines: list[str] = []
-    error: ErrorEvent | None = None
-    done: Done | None = None
-    async for event in events:
-        if event.depth != 0:
-            continue
-        if request.agentloop.show_tools and isinstance(event, ToolCallStart | ToolCallResult):
-            tool_lines.append(tool_line(event))
-        elif isinstance(event, ErrorEvent):
-            error = error or event
-        elif isinstance(event, Done):
-            done = event
-    assert done is not None, "handle_chat always ends with done"
+    done, error, tool_lines = await collect_run(events, request.agentloop.show_tools)
     if done.stop_reason == "approval_required":
         raise approval_error(done)
     if done.stop_reason not in FINISH_REASONS and done.stop_reason != "client_tools":

@@ -41,13 +41,7 @@ from pydantic_core import PydanticCustomError
 
 from agentloop.events import (
     Done,
-    ErrorEvent,
     Event,
-    TextDelta,
-    TextReset,
-    ToolCallResult,
-    ToolCallStart,
-    TurnStart,
     UsageReport,
 )
 from agentloop.http_api import HttpError
@@ -67,10 +61,9 @@ from agentloop.openai_api import (
     DEFAULT_MODEL_ALIAS,
     FINISH_REASONS,
     AgentOptions,
-    event_error,
+    OpenAIEventStream,
+    collect_run,
     run_error,
-    stream_cut_error,
-    tool_line,
 )
 from agentloop.output_format import OutputFormat, OutputFormatError
 from agentloop.sent_text import SentText
@@ -408,7 +401,7 @@ class _Response:
 # -- streamed ----------------------------------------------------------------------------------
 
 
-class ResponseStream:
+class ResponseStream(OpenAIEventStream):
     """Turns agent events into Responses' streaming events.
 
     The message item is opened at once, so a failure is always reported after output has
@@ -429,7 +422,9 @@ class ResponseStream:
         self.response = _Response(request, response_id, model)
         self.cancel = cancel
         self._sent = SentText()
-        self._text: list[str] = []
+        self.show_tools = request.agentloop.show_tools
+        self._streamed: list[str] = []
+        """The text sent so far (what a failure's incomplete message holds)."""
         self._usage: Usage | None = None
         self._sequence = 0
         self._ended = False
@@ -442,10 +437,10 @@ class ResponseStream:
     def _where(self) -> dict[str, Any]:
         return {"item_id": self.response.item_id, "output_index": 0, "content_index": 0}
 
-    def _delta(self, text: str) -> list[bytes]:
+    def _text(self, text: str) -> list[bytes]:
         if not text:
             return []
-        self._text.append(text)
+        self._streamed.append(text)
         return [self._event("response.output_text.delta", **self._where(), delta=text, logprobs=[])]
 
     def _start(self) -> list[bytes]:
@@ -469,7 +464,7 @@ class ResponseStream:
     def _fail(self, error: HttpError) -> list[bytes]:
         self._ended = True
         detail = _error_json(error)
-        output = [_message(self.response.item_id, "".join(self._text), "incomplete")]
+        output = [_message(self.response.item_id, "".join(self._streamed), "incomplete")]
         failed = self.response.body("failed", output, self._usage, error=detail)
         return [
             self._event(
@@ -482,42 +477,12 @@ class ResponseStream:
             self._event("response.failed", response=failed),
         ]
 
-    def _cut(self) -> list[bytes]:
-        if self.cancel is not None:  # its answer can no longer reach the client correctly
-            self.cancel.cancel()
-        return self._fail(stream_cut_error())
-
-    def _translate(self, event: Event) -> list[bytes]:
-        """The events for one top-level agent event."""
-        if isinstance(event, TextDelta):
-            text = self._sent.add(event.text)
-            return self._cut() if text is None else self._delta(text)
-        if isinstance(event, TextReset):
-            self._sent.reset()
-            return []
-        if isinstance(event, ErrorEvent):
-            return self._fail(event_error(event))
-        if self._sent.replaying and isinstance(
-            event, TurnStart | ToolCallStart | ToolCallResult | Done
-        ):
-            return self._cut()  # the retried turn ended short of what the client shows
-        if isinstance(event, TurnStart):
-            self._sent.mark()
-        elif isinstance(event, ToolCallStart | ToolCallResult):
-            if isinstance(event, ToolCallResult):
-                self._sent.mark()
-            if self.request.agentloop.show_tools:
-                return self._delta(tool_line(event))
-        elif isinstance(event, Done):
-            return self._finish(event)
-        return []
-
     def _finish(self, done: Done) -> list[bytes]:
         self._usage = done.usage
         if done.stop_reason not in FINISH_REASONS:  # "error" after no error event, "cancelled"
             return self._fail(run_error(done, None))
         self._ended = True
-        text = "".join(self._text)
+        text = "".join(self._streamed)
         final = self.response.answered(done, text)
         item = final["output"][0]
         ending = "response.completed" if final["status"] == "completed" else "response.incomplete"
@@ -552,19 +517,7 @@ async def collect_response(
     without an answer (``error``, ``cancelled``) raises :class:`HttpError`, as
     ``openai_api.collect_completion`` does.
     """
-    tool_lines: list[str] = []
-    error: ErrorEvent | None = None
-    done: Done | None = None
-    async for event in events:
-        if event.depth != 0:
-            continue
-        if request.agentloop.show_tools and isinstance(event, ToolCallStart | ToolCallResult):
-            tool_lines.append(tool_line(event))
-        elif isinstance(event, ErrorEvent):
-            error = error or event
-        elif isinstance(event, Done):
-            done = event
-    assert done is not None, "handle_chat always ends with done"
+    done, error, tool_lines = await collect_run(events, request.agentloop.show_tools)
     if done.stop_reason not in FINISH_REASONS:
         raise run_error(done, error)
     return _Response(request, response_id, model).answered(done, "".join(tool_lines) + done.text)
