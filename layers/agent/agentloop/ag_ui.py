@@ -89,6 +89,7 @@ from agentloop.models import (
     ToolMessage,
     Usage,
     UserMessage,
+    run_options,
 )
 from agentloop.sent_text import SentText
 from agentloop.tools.results import truncate_middle
@@ -282,11 +283,7 @@ class RunAgentInput(_Loose):
         return ChatRequest(
             messages=messages,
             model=options.model,
-            tools=options.tools,
-            approval_tools=options.approval_tools,
-            max_iterations=options.max_iterations,
-            token_budget=options.token_budget,
-            max_cost_usd=options.max_cost_usd,
+            **run_options(options),
             approvals=approvals or None,
             resume=token,
         )

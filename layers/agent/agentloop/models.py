@@ -227,6 +227,16 @@ class RunProgress(_Strict):
     usage_by_depth: list[Usage] = Field(default_factory=list, max_length=16)
 
 
+RUN_OPTIONS = ("tools", "approval_tools", "max_iterations", "token_budget", "max_cost_usd")
+"""The agent's own options, which every face carries in its protocol's extension slot."""
+
+
+def run_options(options: BaseModel) -> dict[str, Any]:
+    """A face's options object as :class:`ChatRequest` fields: the ones it has of
+    :data:`RUN_OPTIONS`, so a new option is mapped in one place."""
+    return {name: getattr(options, name) for name in RUN_OPTIONS if hasattr(options, name)}
+
+
 class ChatRequest(_Strict):
     """What a client sends: the conversation so far plus optional per-request limits.
 

@@ -60,6 +60,7 @@ from agentloop.models import (
     ToolMessage,
     Usage,
     UserMessage,
+    run_options,
 )
 from agentloop.sent_text import SentText
 
@@ -316,10 +317,7 @@ class CompletionRequest(BaseModel):
             return ChatRequest(
                 messages=messages,
                 model=None if self.model == DEFAULT_MODEL_ALIAS else self.model,
-                tools=options.tools,
-                max_iterations=options.max_iterations,
-                token_budget=options.token_budget,
-                max_cost_usd=options.max_cost_usd,
+                **run_options(options),
                 sampling=self._sampling(),
                 response_format=self.response_format,
                 client_tools=offered,

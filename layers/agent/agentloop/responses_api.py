@@ -56,6 +56,7 @@ from agentloop.models import (
     SystemMessage,
     Usage,
     UserMessage,
+    run_options,
 )
 from agentloop.openai_api import (
     DEFAULT_MODEL_ALIAS,
@@ -241,10 +242,7 @@ class ResponsesRequest(BaseModel):
             return ChatRequest(
                 messages=messages,
                 model=None if self.model == DEFAULT_MODEL_ALIAS else self.model,
-                tools=options.tools,
-                max_iterations=options.max_iterations,
-                token_budget=options.token_budget,
-                max_cost_usd=options.max_cost_usd,
+                **run_options(options),
                 sampling=sampling,
                 response_format=response_format,
             )

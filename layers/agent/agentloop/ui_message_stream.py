@@ -88,6 +88,7 @@ from agentloop.models import (
     ToolMessage,
     Usage,
     UserMessage,
+    run_options,
 )
 from agentloop.sent_text import SentText
 from agentloop.tools.results import ToolResult, truncate_middle
@@ -301,11 +302,7 @@ class UIChatRequest(BaseModel):
             return ChatRequest(
                 messages=history,
                 model=self.model,
-                tools=options.tools,
-                max_iterations=options.max_iterations,
-                token_budget=options.token_budget,
-                max_cost_usd=options.max_cost_usd,
-                approval_tools=options.approval_tools,
+                **run_options(options),
                 approvals=list(decisions.values()) or None,
                 resume=resume,
             )
