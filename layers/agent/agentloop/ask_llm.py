@@ -1,13 +1,14 @@
 """``ask_llm``: a tool that hands sub-questions to sub-agents, each a nested run.
 
 A sub-agent is :func:`agentloop.chat.handle_chat` called in-process with the query
-as its only user message, the parent's model and tools (minus ``ask_llm`` at the
-maximum depth), its own iteration limit, depth + 1, and the parent's deadline and
-cancel token. Its tokens come from a share of the parent's budget reserved before
-it starts, so parallel sub-agents cannot overshoot together and the top level's
-final-answer reserve stays untouched. Its events stream up to the client as they
-happen, tagged with its depth and the ``ask_llm`` call id; its ``done`` becomes a
-``subagent_finish`` event and its answer the tool result.
+as its only user message, the parent's model, depth + 1, and the parent's deadline and
+cancel token. It may never do more than its parent (:func:`subagent_request`): the
+parent's tools less those that wait for approval (and ``ask_llm`` at the maximum depth),
+and iteration and output caps no higher than the parent's. Its tokens come from a share
+of the parent's budget reserved before it starts, so parallel sub-agents cannot
+overshoot together and the top level's final-answer reserve stays untouched. Its events
+stream up to the client as they happen, tagged with its depth and the ``ask_llm`` call id;
+its ``done`` becomes a ``subagent_finish`` event and its answer the tool result.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from agentloop.events import Done, SubagentFinish, SubagentStart
 from agentloop.limits import TokenBudget
-from agentloop.models import ChatRequest, UserMessage
-from agentloop.tools.base import NestedRuns, Tool, ToolContext, ToolError, tool
+from agentloop.models import ChatRequest, Sampling, UserMessage
+from agentloop.tools.base import NestedRuns, RunInfo, Tool, ToolContext, ToolError, tool
 
 NAME = "ask_llm"
 
@@ -99,13 +100,7 @@ async def _run_subagent(
             parent_call_id=ctx.call_id,
         )
     )
-    tools = [n for n in run.tool_names if n != NAME or depth < run.config.max_depth]
-    request = ChatRequest(
-        messages=[UserMessage(content=query)],
-        model=run.model,
-        tools=tools,
-        max_iterations=run.config.subagent_max_iterations,
-    )
+    request = subagent_request(query, run, depth)
     context = ChatContext(
         setup=AgentSetup(config=run.config, tools=run.registry, model_factory=run.model_factory),
         deadline=ctx.deadline,
@@ -142,6 +137,33 @@ async def _run_subagent(
         "stop_reason": done.stop_reason,
         "tokens": done.usage.total_tokens,
     }
+
+
+def subagent_request(query: str, run: RunInfo, depth: int) -> ChatRequest:
+    """A sub-agent's request: never more than the run that asks for it may do.
+
+    Its tools are the run's, less those that wait for a person (a sub-agent cannot ask one;
+    they stay in its ``approval_tools`` so that a call to one anyway is refused with a reason
+    the model reads) and less ``ask_llm`` at the maximum depth. Its iteration cap and output
+    cap are at most the run's. The budget, deadline and cancel token are the run's own objects
+    (the sub-agent's context). What is not a limit stays the run's alone: the answer's format,
+    sampling style, client tools and a paused run's decisions."""
+    held = run.approval_tools
+    tools = [
+        name
+        for name in run.tool_names
+        if name not in held and (name != NAME or depth < run.config.max_depth)
+    ]
+    cap = run.config.subagent_max_iterations
+    output = run.max_output_tokens
+    return ChatRequest(
+        messages=[UserMessage(content=query)],
+        model=run.model,
+        tools=tools,
+        approval_tools=sorted(held) or None,
+        max_iterations=min(cap, run.max_iterations) if run.max_iterations else cap,
+        sampling=Sampling(max_output_tokens=output) if output is not None else None,
+    )
 
 
 def ask_llm_tool() -> Tool:

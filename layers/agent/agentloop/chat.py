@@ -247,6 +247,9 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
             tool_names=tuple(tools.names),
             registry=context.tools,
             model_factory=context.model_factory,
+            approval_tools=plan.approval_tools,
+            max_iterations=max_iterations,
+            max_output_tokens=plan.sampling.max_output_tokens if plan.sampling else None,
         ),
     )
 

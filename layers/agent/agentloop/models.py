@@ -123,7 +123,8 @@ class Usage(_Strict):
 
 
 class Sampling(_Strict):
-    """How the model samples, for every model call of the run (sub-agents use their defaults).
+    """How the model samples, for every model call of the run. Sub-agents keep only its
+    ``max_output_tokens`` (a limit); the rest shapes this run's answer alone.
 
     Left out, the provider's defaults apply. ``max_output_tokens`` caps each call's output
     (the token budget may cap it lower); ``stop`` ends a call at any of its strings.

@@ -42,6 +42,13 @@ class RunInfo:
     registry: ToolRegistry = field(repr=False)
     """The server's whole registry, which a nested run selects its tools from."""
     model_factory: Callable[[str], ChatModel] = field(repr=False)
+    approval_tools: frozenset[str] = frozenset()
+    """Tools whose calls wait for a person in this run: a nested run, which cannot ask one,
+    is not offered them, and its calls to them anyway are refused."""
+    max_iterations: int | None = None
+    """This run's iteration cap: a nested run's is never above it."""
+    max_output_tokens: int | None = None
+    """This run's cap on each model call's output (``sampling``), which nested runs keep."""
 
 
 @dataclass(frozen=True)
