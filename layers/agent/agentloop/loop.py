@@ -619,8 +619,10 @@ class AgentLoop:
             for call in turn.tool_calls:
                 if call.name in self.approval_tools:
                     problems[call.id] = (
-                        f"{call.name} needs a person's approval, which a sub-agent cannot ask "
-                        "for; leave it to the agent that asked you"
+                        f"{call.name} needs a person's approval in this run, which a "
+                        "sub-agent cannot ask for, so it was not run. Answer without it, and "
+                        f"say what you would run: the agent that asked you can call {call.name} "
+                        "itself, with approval"
                     )
         refusals = {call_id: self._executor.refuse(why) for call_id, why in problems.items()}
         waiting = [
