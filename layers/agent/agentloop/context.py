@@ -8,7 +8,9 @@ model is *sent* is a view of them:
   tool-heavy prompt);
 - when the whole view is still over its character bound, the oldest exchanges are
   left out, whole: a user message, or an assistant turn together with all of its tool
-  results, so a tool call is never separated from its result;
+  results, so a tool call is never separated from its result. A one-line note says how
+  many messages were left out, and counts against the bound. The last user message and
+  the latest exchange always stay, so only they can take the view over the bound;
 - the system prompt stays first and byte-identical, so providers' prompt caching
   applies to the prefix, and a message's compacted form depends only on the message,
   so the prefix stays identical from one turn to the next as well.
@@ -83,19 +85,36 @@ def compact_view(wire: list[Wire], settings: CompactionSettings) -> list[Wire]:
 
 
 def _window(view: list[Wire], budget: int) -> list[Wire]:
-    """Leave out the oldest whole exchanges until the rest fits; the last user turn stays."""
+    """Leave out the oldest whole exchanges until the rest, and the note saying so, fit.
+
+    Never left out: the last user message (the question being answered) and the latest
+    exchange (the model is about to read its results). A long run on one question drops its
+    own early rounds too, not just what came before the question. When those two alone are
+    over ``budget`` they are sent anyway: the provider's own limit then decides.
+    """
     units = _units(view)
-    last_user = max((i for i, unit in enumerate(units) if unit[0].get("role") == "user"), default=0)
-    dropped = 0
-    while dropped < last_user and sum(_size(u) for u in units[dropped:]) > budget:
-        dropped += 1
-    if dropped == 0:
+    users = [i for i, unit in enumerate(units) if unit[0].get("role") == "user"]
+    protected = {len(units) - 1, *users[-1:]}
+    sizes = [_size(unit) for unit in units]
+    total, count = sum(sizes), 0
+    left_out: set[int] = set()
+    for index, unit in enumerate(units):
+        if total + (_size([_note(count)]) if left_out else 0) <= budget:
+            break
+        if index in protected:
+            continue
+        left_out.add(index)
+        total -= sizes[index]
+        count += len(unit)
+    if not left_out:
         return view
-    kept = [m for unit in units[dropped:] for m in unit]
-    count = sum(len(u) for u in units[:dropped])
-    note = {
+    kept = [m for index, unit in enumerate(units) if index not in left_out for m in unit]
+    return [_note(count), *kept]
+
+
+def _note(count: int) -> Wire:
+    return {
         "role": "system",
         "content": f"[{count} earlier messages of this conversation were left out to fit the "
         "context window.]",
     }
-    return [note, *kept]
