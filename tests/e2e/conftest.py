@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, Playwright, sync_playwright
 
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig
@@ -157,14 +157,19 @@ def open_chat(
 ) -> None:
     """Load the page and fill in the settings form the way a person would."""
     page.goto(server.url + "/")
-    page.get_by_text("Settings", exact=True).click()
+    settings_button(page).click()
     page.get_by_label("Bearer token").fill(token)
     for name in ("search_web", "scrape", "execute_code", "ask_llm"):
         page.get_by_role("checkbox", name=name).set_checked(name in tools)
     page.get_by_label("Other tools").fill(extra_tools)
     if max_iterations is not None:
         page.get_by_label("Max iterations").fill(str(max_iterations))
-    page.get_by_text("Settings", exact=True).click()  # fold the settings away again
+    page.get_by_role("button", name="Close").click()  # put the settings away again
+
+
+def settings_button(page: Page) -> Locator:
+    """The header's button that opens and closes the settings panel."""
+    return page.get_by_role("banner").get_by_role("button", name="Settings")
 
 
 def send(page: Page, text: str) -> None:

@@ -1,10 +1,16 @@
-"""Write docs/chat-page.png: the chat page after a finished conversation with tool cards.
+"""Pictures of the chat page: docs/chat-page.png, and the layout shots of issue 29.
 
     make screenshot      (or: .venv/bin/python -m tests.e2e.screenshot [output.png])
 
+writes docs/chat-page.png (a finished answer with tool cards, a code result as terminal
+output and the sources, at 1280x800) and, in test-output/screenshots/, the page at 1280x800
+and 390x844: empty (with the example prompts), settings open (its top and its end), and
+that answer.
+
 Same setup as the browser tests: the chat app on a loopback port, the scripted model behind
 it, Debian's Chromium driven by Playwright. The tools are stand-ins with canned results, so
-the picture is the same on every machine and nothing leaves it.
+the pictures are the same on every machine and nothing leaves it. The browser test
+``test_chat_page_layout.py`` takes the same pictures and checks their layout.
 """
 
 from __future__ import annotations
@@ -21,25 +27,36 @@ for extra in (ROOT, ROOT / "functions" / "chat"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
-from playwright.sync_api import sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from agentloop.tools.base import ToolContext, tool  # noqa: E402
+from agentloop.tools.base import Tool, ToolContext, tool  # noqa: E402
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, TOKEN  # noqa: E402
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call  # noqa: E402
+
+SIZES = {"1280x800": (1280, 800), "390x844": (390, 844)}
+"""The viewports of the layout shots: a laptop and a phone."""
+
+SHOTS = ROOT / "test-output" / "screenshots"
 
 QUESTION = "About how many people live in Lyon and Marseille together?"
 
 ANSWER = """Together, **Lyon and Marseille have about 1.4 million inhabitants**:
 
-| city | inhabitants (city proper) |
+| city | inhabitants |
 | --- | --: |
 | Lyon | 522,250 |
 | Marseille | 873,076 |
 | **total** | **1,395,326** |
 
-Both figures are municipal populations from the 2021 census; the metropolitan areas are \
-much larger (about 2.3 and 1.9 million). Sources: *insee.example*, *city-data.example*.
+Both are municipal populations from the 2021 census; the metropolitan areas are much \
+larger (about 2.3 and 1.9 million).
+"""
+
+PROGRAM = """\
+lyon, marseille = 522_250, 873_076
+print(f"Lyon + Marseille = {lyon + marseille:,}")
+print(f"Marseille is {marseille / lyon:.2f}x Lyon")
 """
 
 
@@ -54,7 +71,7 @@ class CodeArgs(BaseModel):
 @tool(name="search_web")
 async def fake_search(args: QueryArgs, ctx: ToolContext) -> dict[str, Any]:
     """Search the web (canned results)."""
-    await asyncio.sleep(0.4)
+    await asyncio.sleep(0.3)
     city = args.query.split()[0]
     return {
         "query": args.query,
@@ -71,9 +88,88 @@ async def fake_search(args: QueryArgs, ctx: ToolContext) -> dict[str, Any]:
 
 @tool(name="execute_code")
 async def fake_python(args: CodeArgs, ctx: ToolContext) -> dict[str, Any]:
-    """Run Python (canned output)."""
+    """Run Python (canned output, in execute_code's own result shape)."""
     await asyncio.sleep(0.2)
-    return {"exit_code": 0, "stdout": "1395326\n", "stderr": "", "duration_ms": 21}
+    return {
+        "exit_code": 0,
+        "stdout": "Lyon + Marseille = 1,395,326\nMarseille is 1.67x Lyon\n",
+        "stderr": "",
+        "truncated": False,
+        "duration_ms": 38,
+        "timed_out": False,
+        "killed_by": None,
+        "notes": [],
+    }
+
+
+TOOLS: list[Tool] = [fake_search, fake_python]
+SETTINGS = {"token": TOKEN, "tools": ["search_web", "execute_code"]}
+
+
+def script_answer(llm: ScriptedLLM) -> None:
+    """The model's side of the pictured conversation: two searches, a program, the answer."""
+    llm.script(
+        Reply(
+            text="I'll look up both cities.",
+            tool_calls=[
+                call("search_web", query="Lyon population 2021 census"),
+                call("search_web", query="Marseille population 2021 census"),
+            ],
+        ),
+        Reply(tool_calls=[call("execute_code", code=PROGRAM)]),
+        Reply(text=ANSWER),
+    )
+
+
+def open_page(browser: Browser, url: str, size: str) -> Page:
+    """A fresh context at one of SIZES with the pictured settings saved, the page loaded."""
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height}, locale="en-US")
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    page.add_init_script(
+        f"localStorage.setItem('agentloop.settings', {json.dumps(json.dumps(SETTINGS))})"
+    )
+    page.goto(url + "/")
+    # The model picker is filled from /v1/models: wait for it, it is in the settings shot.
+    page.locator('#set-model[data-source="server"]').wait_for(state="attached")
+    return page
+
+
+def ask_and_wait(page: Page) -> None:
+    """Send the question, wait for the answer, and bring the code result into view."""
+    page.get_by_role("textbox", name="Message").fill(QUESTION)
+    page.keyboard.press("Enter")
+    page.locator('article.assistant[data-state="done"]').wait_for()
+    page.locator(".tool-card[data-name='execute_code']").evaluate(
+        "(card) => card.scrollIntoView({block: 'start'})"
+    )
+
+
+def shoot(browser: Browser, url: str, llm: ScriptedLLM, out: Path) -> list[Path]:
+    """The layout shots into ``out``: {empty,settings,settings-end,answer}-{size}.png."""
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for size in SIZES:
+        page = open_page(browser, url, size)
+        try:
+            written.append(out / f"empty-{size}.png")
+            page.screenshot(path=str(written[-1]))
+            page.get_by_role("banner").get_by_role("button", name="Settings").click()
+            written.append(out / f"settings-{size}.png")
+            page.screenshot(path=str(written[-1]))
+            # The panel scrolls on its own: its end too, to see that nothing is cut off.
+            page.locator("#settings").evaluate("(panel) => panel.scrollTo(0, panel.scrollHeight)")
+            written.append(out / f"settings-end-{size}.png")
+            page.screenshot(path=str(written[-1]))
+            page.get_by_role("button", name="Close").click()
+            script_answer(llm)
+            ask_and_wait(page)
+            written.append(out / f"answer-{size}.png")
+            page.screenshot(path=str(written[-1]))
+        finally:
+            page.context.close()
+    return written
 
 
 def main(argv: list[str]) -> int:
@@ -91,41 +187,35 @@ def main(argv: list[str]) -> int:
             OPENAI_BASE_URL=llm.openai_base_url,
             OPENAI_API_KEY="screenshot",
         )
-        llm.script(
-            Reply(
-                text="I'll look up both cities.",
-                tool_calls=[
-                    call("search_web", query="Lyon population 2021 census"),
-                    call("search_web", query="Marseille population 2021 census"),
-                ],
-            ),
-            Reply(tool_calls=[call("execute_code", code="print(522_250 + 873_076)")]),
-            Reply(text=ANSWER),
-        )
         hashes = [hash_token(TOKEN)]
+        config = TEST_CONFIG.model_copy(
+            update={
+                "default_model": "groq:llama-3.3-70b-versatile",
+                "allowed_models": ("groq:*", "openai:gpt-4.1-mini", "openai:gpt-4o-mini"),
+            }
+        )
         service = ChatService(
-            config=TEST_CONFIG,
-            tools=ToolRegistry([fake_search, fake_python]),
+            config=config,
+            tools=ToolRegistry(TOOLS),
             authenticate=BearerAuth(lambda: hashes).check,
             auth_mode="bearer",
         )
-        settings = {"token": TOKEN, "tools": ["search_web", "execute_code"]}
         with (
             LoopbackServer(create_app(service), name="chat-app") as server,
             sync_playwright() as playwright,
         ):
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 900, "height": 780}, locale="en-US")
-            page.add_init_script(
-                f"localStorage.setItem('agentloop.settings', {json.dumps(json.dumps(settings))})"
-            )
-            page.goto(server.url + "/")
-            page.get_by_role("textbox", name="Message").fill(QUESTION)
-            page.keyboard.press("Enter")
-            page.locator('article.assistant[data-state="done"]').wait_for(timeout=15_000)
-            page.get_by_role("textbox", name="Message").fill("And Toulouse?")
-            page.screenshot(path=str(output))
-            browser.close()
+            try:
+                shots = shoot(browser, server.url, llm, SHOTS)
+                page = open_page(browser, server.url, "1280x800")
+                script_answer(llm)
+                ask_and_wait(page)
+                page.get_by_role("textbox", name="Message").fill("And Toulouse?")
+                page.screenshot(path=str(output))
+            finally:
+                browser.close()
+    for shot in shots:
+        print(f"wrote {shot.relative_to(ROOT)}")
     print(f"wrote {output} ({output.stat().st_size // 1024} KiB)")
     return 0
 

@@ -20,6 +20,7 @@ from tests.e2e.conftest import (
     ServeChat,
     open_chat,
     send,
+    settings_button,
     wait_for_reply,
 )
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
@@ -319,8 +320,7 @@ def test_markdown_never_turns_text_into_markup(page: Page, serve_chat: ServeChat
 def test_errors_are_readable(page: Page, serve_chat: ServeChat, llm: ScriptedLLM) -> None:
     server = serve_chat([echo])
     page.goto(server.url + "/")
-    settings = page.get_by_text("Settings", exact=True)
-    settings.click()
+    settings_button(page).click()
     page.get_by_label("Bearer token").fill(TOKEN)
 
     # The default tool choice names tools this server does not have: 422, naming them.

@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, Request, expect
 
-from tests.e2e.conftest import OUTPUT, WAIT_MS, ServeChat, open_chat, send, wait_for_reply
+from tests.e2e.conftest import (
+    OUTPUT,
+    WAIT_MS,
+    ServeChat,
+    open_chat,
+    send,
+    settings_button,
+    wait_for_reply,
+)
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
 from tests.sample_tools import double, echo
@@ -163,9 +171,9 @@ def test_deny_with_a_reason_and_the_model_reads_the_denial(
     )
     bodies = chat_bodies(page)
     open_chat(page, server, extra_tools="double")
-    page.get_by_text("Settings", exact=True).click()
+    settings_button(page).click()
     page.get_by_label("Ask before running").fill("double")
-    page.get_by_text("Settings", exact=True).click()
+    settings_button(page).click()
 
     send(page, "Double 1 and 2.")
     wait_for_reply(page, "paused")

@@ -524,6 +524,7 @@
     token: "",
     model: "",
     maxIterations: "",
+    tokenBudget: "",
     tools: ["search_web", "scrape", "execute_code"],
     extraTools: "",
     approvalTools: "",
@@ -570,6 +571,55 @@
 
   function toolsUrl(endpoint) {
     return chatUrl(endpoint).replace(/\/chat$/, "/tools");
+  }
+
+  function modelsUrl(endpoint) {
+    return chatUrl(endpoint).replace(/\/chat$/, "/v1/models");
+  }
+
+  // A limit field: empty is the server's default (null); anything else must be a whole
+  // number from 1 up. Returns { value } or { error } (a sentence for the field).
+  function readLimit(input) {
+    const raw = input.value.trim();
+    if (!raw && !input.validity.badInput) return { value: null };
+    const value = Number(raw);
+    if (!raw || !Number.isSafeInteger(value) || value < 1) {
+      return { error: "Enter a whole number from 1 up, or leave it empty for the default." };
+    }
+    return { value };
+  }
+
+  // The model picker, filled from GET /v1/models: the server's default (its first model)
+  // stays the first choice, sent as no model at all; a saved choice is kept while offered.
+  async function loadModels(select, chosen, saved) {
+    const headers = chosen.token ? { authorization: `Bearer ${chosen.token}` } : {};
+    let ids;
+    try {
+      const response = await fetch(modelsUrl(chosen.endpoint), { headers });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const listing = await response.json();
+      const data = Array.isArray(listing && listing.data) ? listing.data : [];
+      ids = data.map((m) => (m && typeof m.id === "string" ? m.id : "")).filter(Boolean);
+    } catch {
+      ids = null; // no list (no token yet, another server): keep what the person saved
+    }
+    fillModels(select, ids, saved);
+  }
+
+  // ids: the offered models, the server's default first; null when unknown.
+  function fillModels(select, ids, saved) {
+    const options = [];
+    if (ids && ids.length) {
+      options.push(el("option", { value: "" }, `${ids[0]} (default)`));
+      for (const id of [...new Set(ids.slice(1))]) options.push(el("option", { value: id }, id));
+    } else {
+      options.push(el("option", { value: "" }, "server default"));
+      if (ids === null && saved) options.push(el("option", { value: saved }, saved));
+    }
+    select.replaceChildren(...options);
+    select.dataset.source = ids && ids.length ? "server" : "unknown"; // for tests to wait on
+    const offered = options.some((option) => option.value === saved);
+    select.value = offered ? saved : "";
   }
 
   // The MCP servers' tools the server offers (GET /tools), as checkboxes in the settings.
@@ -698,6 +748,67 @@
     }
   }
 
+  // execute_code's outcome ({exit_code, stdout, stderr, truncated, duration_ms, timed_out,
+  // killed_by, notes}) inside the result envelope, or null when the content is anything else
+  // (a sandbox failure, an envelope cut to text): those show as the generic result.
+  function codeOutcome(raw) {
+    let parsed;
+    try {
+      parsed = JSON.parse(raw);
+    } catch {
+      return null;
+    }
+    const outcome = parsed && parsed.ok === true ? parsed.result : null;
+    if (!outcome || typeof outcome !== "object") return null;
+    if (typeof outcome.stdout !== "string" || typeof outcome.stderr !== "string") return null;
+    return outcome;
+  }
+
+  // Terminal colour and cursor sequences a program may print: shown as nothing.
+  const ANSI_ESCAPE = /\u001b\[[0-9;?]*[ -/]*[@-~]|\u001b[@-_]/g;
+
+  function terminal(outcome) {
+    const status = [];
+    const exit = outcome.exit_code;
+    const failed = exit !== 0 || outcome.timed_out;
+    if (outcome.timed_out) status.push("timed out");
+    if (typeof outcome.killed_by === "string" && outcome.killed_by) {
+      status.push(`killed by ${outcome.killed_by}`);
+    } else if (Number.isInteger(exit)) {
+      status.push(`exit ${exit}`);
+    } else if (!outcome.timed_out) {
+      status.push("exit status unknown");
+    }
+    if (Number.isFinite(outcome.duration_ms)) status.push(formatDuration(outcome.duration_ms));
+    if (outcome.truncated) status.push("output cut (start and end kept)");
+    const streams = [];
+    for (const name of ["stdout", "stderr"]) {
+      const text = outcome[name].replace(ANSI_ESCAPE, "");
+      if (!text) continue;
+      streams.push(
+        el(
+          "div",
+          { class: `stream stream-${name}` },
+          el("span", { class: "stream-name" }, name),
+          el("pre", { tabindex: 0, "aria-label": `${name} of the program` }, text),
+        ),
+      );
+    }
+    if (!streams.length) streams.push(el("p", { class: "stream-empty" }, "No output."));
+    const notes = Array.isArray(outcome.notes) ? outcome.notes.filter((n) => typeof n === "string") : [];
+    return el(
+      "div",
+      { class: "terminal", role: "group", "aria-label": "program output" },
+      el(
+        "p",
+        { class: "terminal-status", dataset: { failed: failed ? "true" : "false" } },
+        status.join(" · "),
+      ),
+      ...streams,
+      notes.length ? el("ul", { class: "terminal-notes" }, ...notes.map((n) => el("li", {}, n))) : null,
+    );
+  }
+
   class ToolCard {
     constructor(event) {
       this.callId = event.call_id;
@@ -818,6 +929,11 @@
           // not JSON: the generic label will do
         }
       }
+      const outcome = this.name === "execute_code" ? codeOutcome(event.content || "") : null;
+      if (outcome) {
+        this.el.append(terminal(outcome));
+        return;
+      }
       const content = formatResult(event.content || "");
       const details = el(
         "details",
@@ -834,8 +950,51 @@
     }
   }
 
+  // A source's link target: http(s) only; anything else (javascript:, data:, a relative
+  // path) is shown as text and never becomes a link.
+  function sourceHref(raw) {
+    if (typeof raw !== "string") return null;
+    try {
+      const url = new URL(raw);
+      return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+    } catch {
+      return null;
+    }
+  }
+
+  const clip = (text, limit) => (text.length > limit ? `${text.slice(0, limit - 1)}…` : text);
+
+  // done.sources ([{url, title}], in order of first use) as a list of links under the answer.
+  // Titles come from web pages: they are only ever text.
+  function sourceList(sources) {
+    const items = [];
+    for (const source of sources) {
+      if (!source || typeof source.url !== "string" || !source.url) continue;
+      const href = sourceHref(source.url);
+      const title = typeof source.title === "string" ? source.title.replace(/\s+/g, " ").trim() : "";
+      const label = clip(title || source.url, 200);
+      let host = "";
+      if (href) host = new URL(href).host;
+      const item = el("li", {});
+      if (href) {
+        item.append(el("a", { href, target: "_blank", rel: "noopener noreferrer" }, label));
+      } else {
+        item.append(el("span", { class: "source-text" }, label));
+      }
+      if (host && label !== source.url) item.append(el("span", { class: "source-host" }, host));
+      items.push(item);
+    }
+    if (!items.length) return null;
+    return el(
+      "nav",
+      { class: "sources", "aria-label": "Sources" },
+      el("p", { class: "sources-title" }, "Sources"),
+      el("ol", {}, ...items),
+    );
+  }
+
   class Reply {
-    constructor(conversation) {
+    constructor(conversation, notices = new Set()) {
       this.el = el("article", {
         class: "msg assistant",
         "aria-label": "agentloop's answer",
@@ -856,6 +1015,10 @@
       this.usage = null;
       this.budget = null;
       this.cost = undefined; // undefined: no call priced yet; null: unknown
+      this.unpriced = ""; // the server's notice that a model has no known price
+      this.notices = notices; // notices already said on this page: each is said once
+      this.sources = null;
+      this.metaNote = null;
       this.decisions = new Map(); // call_id -> { approved, reason? }, for a paused run
       this.onDecide = () => {};
     }
@@ -863,6 +1026,8 @@
     // A paused run goes on in the same reply: the continued run's events land here too.
     resume() {
       this.done = null;
+      if (this.sources) this.sources.remove();
+      this.sources = null;
       this.el.dataset.state = "running";
       this.el.setAttribute("aria-busy", "true");
       this.meta.textContent = "continuing…";
@@ -979,7 +1144,13 @@
           );
           break;
         case "notice":
-          this.note(transcript, "notice", data.message);
+          if (data.code === "unpriced") {
+            // Said where the cost is shown, quietly, not as a note above the answer.
+            this.unpriced = String(data.message || "No price is known for this model.");
+            this.showMeta();
+          } else {
+            this.note(transcript, "notice", data.message);
+          }
           break;
         case "error":
           this.note(
@@ -1011,11 +1182,32 @@
       if (this.model) parts.push(this.model);
       const tokens = this.tokens();
       if (tokens !== null) parts.push(`${number.format(tokens)} tokens used`);
-      if (this.cost !== undefined) parts.push(dollars(this.cost));
+      if (this.cost !== undefined) parts.push(this.costPart(dollars(this.cost)));
       if (this.budget !== null && this.budget !== undefined) {
         parts.push(`${number.format(this.budget)} left in budget`);
       }
-      this.meta.textContent = parts.join(" · ");
+      this.setMeta(parts);
+    }
+
+    // The cost, with the unpriced notice as its explanation (hover, and screen readers).
+    costPart(text) {
+      if (!this.unpriced || !text.startsWith("cost unknown")) return text;
+      return el("span", { class: "cost-unknown", title: this.unpriced }, text);
+    }
+
+    setMeta(parts) {
+      const nodes = [];
+      parts.forEach((part, index) => {
+        if (index) nodes.push(" · ");
+        nodes.push(part);
+      });
+      this.meta.replaceChildren(...nodes);
+      if (this.unpriced && !this.notices.has(this.unpriced) && !this.metaNote) {
+        // The first answer on this page that has no price says why, once, under its cost.
+        this.notices.add(this.unpriced);
+        this.metaNote = el("p", { class: "meta-note" }, this.unpriced);
+        this.meta.after(this.metaNote);
+      }
     }
 
     finish(state, message) {
@@ -1047,14 +1239,22 @@
         if (costByDepth.length > 1 && d.cost_usd !== null) {
           cost += `, ${dollars(costByDepth.slice(1).reduce((sum, c) => sum + c, 0))} by sub-agents`;
         }
-        parts.push(cost);
+        parts.push(this.costPart(cost));
         parts.push(`${number.format(d.budget_remaining)} left in budget`);
         if (this.model) parts.push(this.model);
-        this.meta.textContent = parts.join(" · ");
+        this.setMeta(parts);
+        if (Array.isArray(d.sources) && d.sources.length) {
+          this.sources = sourceList(d.sources);
+          if (this.sources) this.meta.before(this.sources);
+        }
       } else if (state !== "error") {
         this.showMeta();
       } else {
         this.meta.remove();
+        if (this.metaNote) {
+          this.metaNote.remove();
+          this.notices.delete(this.unpriced); // not seen after all: the next answer says it
+        }
       }
       if (message) {
         this.el.append(
@@ -1115,6 +1315,9 @@
     if (failure.status === 422 && param === "max_iterations") {
       return "Check max iterations in Settings.";
     }
+    if (failure.status === 422 && param === "token_budget") {
+      return "Check the token budget in Settings.";
+    }
     if (failure.status === 404) return "Check the endpoint URL in Settings.";
     return "";
   }
@@ -1163,6 +1366,49 @@
 
   // ---- the page -------------------------------------------------------------------------------
 
+  // Prompts the empty page offers; each names the tools it needs, so a click shows what the
+  // agent can do. Clicking one puts it in the message box, to send or edit.
+  const EXAMPLES = [
+    {
+      tools: "execute_code",
+      text: "Use Python to list the prime numbers below 100 and add them up.",
+    },
+    {
+      tools: "search_web, scrape",
+      text: "Search the web for what changed in the latest Python release and summarise it.",
+    },
+    {
+      tools: "scrape",
+      text: "Read https://www.python.org/about/ and sum it up in three bullet points.",
+    },
+    { tools: "no tools", text: "Explain the difference between a process and a thread." },
+  ];
+
+  function emptyState(onPick) {
+    const list = el("ul", { class: "examples", "aria-label": "Example prompts" });
+    for (const example of EXAMPLES) {
+      const button = el(
+        "button",
+        { type: "button", class: "example" },
+        el("span", { class: "example-text" }, example.text),
+        el("span", { class: "example-tools" }, example.tools),
+      );
+      button.addEventListener("click", () => onPick(example.text));
+      list.append(el("li", {}, button));
+    }
+    return el(
+      "section",
+      { class: "empty-hint", id: "empty-hint", "aria-label": "Getting started" },
+      el(
+        "p",
+        { class: "empty-lead" },
+        "Ask something. Answers stream in as the agent works; tool calls show up as cards.",
+      ),
+      el("p", { class: "empty-try" }, "Or start from an example:"),
+      list,
+    );
+  }
+
   function start() {
     const conversation = document.getElementById("conversation");
     const form = document.getElementById("composer");
@@ -1184,8 +1430,11 @@
     const settings = loadSettings();
     settingsForm.elements.endpoint.value = settings.endpoint;
     settingsForm.elements.token.value = settings.token;
-    settingsForm.elements.model.value = settings.model;
+    const modelPicker = settingsForm.elements.model;
+    let wantedModel = typeof settings.model === "string" ? settings.model : "";
+    fillModels(modelPicker, null, wantedModel);
     settingsForm.elements.maxIterations.value = settings.maxIterations;
+    settingsForm.elements.tokenBudget.value = settings.tokenBudget;
     settingsForm.elements.extraTools.value = settings.extraTools;
     settingsForm.elements.approvalTools.value = settings.approvalTools;
     for (const box of settingsForm.querySelectorAll('input[name="tool"]')) {
@@ -1196,26 +1445,79 @@
       token: settingsForm.elements.token.value.trim(),
       model: settingsForm.elements.model.value.trim(),
       maxIterations: settingsForm.elements.maxIterations.value.trim(),
+      tokenBudget: settingsForm.elements.tokenBudget.value.trim(),
       tools: [...settingsForm.querySelectorAll('input[name="tool"]:checked')].map((b) => b.value),
       extraTools: settingsForm.elements.extraTools.value.trim(),
       approvalTools: settingsForm.elements.approvalTools.value.trim(),
     });
     settingsForm.addEventListener("input", () => saveSettings(readSettingsForm()));
     settingsForm.addEventListener("change", () => saveSettings(readSettingsForm()));
+    modelPicker.addEventListener("change", () => {
+      wantedModel = modelPicker.value;
+    });
     const mcpTools = document.getElementById("mcp-tools");
     loadMcpTools(mcpTools, settings);
+    loadModels(modelPicker, settings, wantedModel);
     for (const name of ["endpoint", "token"]) {
-      settingsForm.elements[name].addEventListener("change", () =>
-        loadMcpTools(mcpTools, readSettingsForm()),
-      );
+      settingsForm.elements[name].addEventListener("change", () => {
+        loadMcpTools(mcpTools, readSettingsForm());
+        loadModels(modelPicker, readSettingsForm(), wantedModel);
+      });
     }
     settingsForm.addEventListener("submit", (event) => event.preventDefault());
+
+    // The limits: checked as they are typed, and again before a message goes out.
+    const limitFields = [
+      { input: settingsForm.elements.maxIterations, error: "error-iterations" },
+      { input: settingsForm.elements.tokenBudget, error: "error-budget" },
+    ];
+    const checkLimit = ({ input, error }) => {
+      const result = readLimit(input);
+      const message = document.getElementById(error);
+      message.textContent = result.error || "";
+      message.hidden = !result.error;
+      input.setAttribute("aria-invalid", result.error ? "true" : "false");
+      return result;
+    };
+    for (const field of limitFields) {
+      field.input.addEventListener("input", () => checkLimit(field));
+      checkLimit(field);
+    }
+
+    // The settings panel: beside the conversation on a wide screen, a sheet over it on a
+    // narrow one (CSS decides); the toggle, Close and Escape open and close it.
+    const settingsPanel = document.getElementById("settings");
+    const settingsToggle = document.getElementById("settings-toggle");
+    const setSettingsOpen = (open, focus = true) => {
+      settingsPanel.hidden = !open;
+      settingsToggle.setAttribute("aria-expanded", String(open));
+      document.body.classList.toggle("settings-open", open);
+      if (!focus) return;
+      if (open) document.getElementById("settings-title").focus();
+      else settingsToggle.focus();
+    };
+    settingsToggle.addEventListener("click", () => setSettingsOpen(settingsPanel.hidden));
+    document.getElementById("settings-close").addEventListener("click", () => {
+      setSettingsOpen(false);
+    });
+    settingsPanel.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") setSettingsOpen(false);
+    });
 
     const setStatus = (text) => {
       status.textContent = text;
     };
 
     const idle = prompt.placeholder;
+    const notices = new Set(); // notices said once per conversation (a model with no price)
+
+    const pickExample = (text) => {
+      if (pause) return;
+      prompt.value = text;
+      prompt.focus();
+      prompt.setSelectionRange(text.length, text.length);
+    };
+    conversation.replaceChildren(emptyState(pickExample));
 
     // Send is off while a run streams; the whole composer is off while a paused run waits
     // for decisions (a new message cannot come between a turn's calls and their results).
@@ -1240,11 +1542,11 @@
       return article;
     }
 
-    function newRequest(chosen, messages) {
+    function newRequest(chosen, messages, limits) {
       const body = { messages, tools: selectedTools(chosen) };
       if (chosen.model) body.model = chosen.model;
-      const limit = parseInt(chosen.maxIterations, 10);
-      if (Number.isFinite(limit) && limit >= 1) body.max_iterations = limit;
+      if (limits.maxIterations !== null) body.max_iterations = limits.maxIterations;
+      if (limits.tokenBudget !== null) body.token_budget = limits.tokenBudget;
       const asking = toolList(chosen.approvalTools);
       if (asking.length) body.approval_tools = asking;
       const headers = { "content-type": "application/json", accept: "text/event-stream" };
@@ -1395,15 +1697,35 @@
       if (!pause) prompt.focus();
     }
 
+    // The limits as numbers (null: the server's default), or null when one is not valid:
+    // then the settings open at the field that says what is wrong.
+    function readLimits() {
+      const [iterations, budget] = limitFields.map(checkLimit);
+      const wrong = limitFields.find((field, index) => [iterations, budget][index].error);
+      if (wrong) {
+        setSettingsOpen(true, false);
+        wrong.input.focus();
+        const label = wrong.input.labels[0].textContent;
+        setStatus(`${label} in Settings is not a whole number from 1 up.`);
+        return null;
+      }
+      return { maxIterations: iterations.value, tokenBudget: budget.value };
+    }
+
     async function send(text) {
       const chosen = readSettingsForm();
+      const limits = readLimits();
+      if (!limits) {
+        if (!prompt.value.trim()) prompt.value = text;
+        return;
+      }
       const userMessage = { role: "user", content: text };
       const messages = [...history, userMessage];
-      const request = newRequest(chosen, messages);
+      const request = newRequest(chosen, messages, limits);
 
       const started = generation;
       const userArticle = addUserMessage(text);
-      const reply = new Reply(conversation);
+      const reply = new Reply(conversation, notices);
       reply.onDecide = decided;
       setStatus("Running…");
       conversation.scrollTop = conversation.scrollHeight;
@@ -1452,9 +1774,8 @@
       history = [];
       pause = null; // its calls never run: the server kept nothing
       updateComposer();
-      conversation.replaceChildren(
-        el("p", { class: "empty-hint", id: "empty-hint" }, "New conversation."),
-      );
+      notices.clear();
+      conversation.replaceChildren(emptyState(pickExample));
       setStatus("Ready.");
       prompt.focus();
     });
