@@ -11,6 +11,7 @@ import asyncio
 import sys
 from typing import TextIO
 
+from agentloop import secret_cli
 from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.defaults import default_registry
@@ -38,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--token-budget", type=int)
     chat.add_argument("--max-cost-usd", type=float, help="dollars the request may spend")
     commands.add_parser("schema", help="print the JSON Schema of the stream events")
+    secret_cli.add_commands(commands)  # `secret ...` and `token`: the deployed secret
     return parser
 
 
@@ -46,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "schema":
         sys.stdout.write(event_schema_text())
         return 0
+    if args.command in ("secret", "token"):
+        return secret_cli.run(args)
     if not args.question.strip():
         # Checked here, before any key or model is looked at: a blank question (``make chat``
         # without Q) would otherwise be sent, and paid for, as an empty user message.
