@@ -150,6 +150,27 @@ class ErrorEvent(_Event):
     message: str
 
 
+SourceKind = Literal["read", "search"]
+
+
+class Source(BaseModel):
+    """A web page a run used: one it read (``scrape``) or one a search gave it (``search_web``).
+
+    Both fields come from the web (a page's title, a search API's answer): show them as text,
+    and open the link in a new tab without an opener.
+    """
+
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+
+    url: str = Field(description="An absolute http(s) URL; a read page's after redirects.")
+    title: str | None = Field(
+        default=None, description="The page's or the search result's title; null: none."
+    )
+    kind: SourceKind = Field(
+        description="read: the run read the page; search: a search result it got back."
+    )
+
+
 class Done(_Event):
     type: Literal["done"] = "done"
     text: str = Field(description="The final assistant message of this run.")
@@ -182,6 +203,12 @@ class Done(_Event):
         default=None,
         description="A paused run's token: send it back with the conversation (and approvals, "
         "or the client tools' results) to continue the run.",
+    )
+    sources: list[Source] = Field(
+        default_factory=list,
+        description="The web pages this run used, its sub-agents' included, in order of first "
+        "use, each URL once (at most 50): pages it read and search results it got back. A "
+        "failed tool call adds none.",
     )
 
 

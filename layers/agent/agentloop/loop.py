@@ -56,6 +56,7 @@ from agentloop.models import (
 )
 from agentloop.output_format import OutputFormat
 from agentloop.pricing import Pricer
+from agentloop.sources import SourceCollector
 from agentloop.tools.base import NestedRuns, RunInfo
 from agentloop.tools.executor import ToolExecutor, ToolScope
 from agentloop.tools.registry import ToolRegistry
@@ -241,6 +242,8 @@ class AgentLoop:
     new_messages: list[Message] = field(default_factory=list)
     _wire: list[dict[str, Any]] = field(default_factory=list)
     _records: list[_ToolRecord] = field(default_factory=list)
+    _sources: SourceCollector = field(default_factory=SourceCollector)
+    """The pages this run and its sub-agents used, for ``done.sources``."""
     _answer: list[str] = field(default_factory=list)
     """Text streamed since the last turn_start or tool result: what a client shows as the
     answer so far, and what ``done.text`` must equal if the run ends now."""
@@ -274,7 +277,7 @@ class AgentLoop:
                 cancel=self.limits.cancel,
                 extras=self.tool_extras,
                 result_max_chars=self.config.tool_result_max_chars,
-                runs=NestedRuns(self.run_info, self.emit.forward)
+                runs=NestedRuns(self.run_info, self._forward)
                 if self.run_info is not None
                 else None,
             ),
@@ -600,6 +603,11 @@ class AgentLoop:
 
     # -- tools ----------------------------------------------------------------------------
 
+    def _forward(self, event: _Event) -> None:
+        """Pass on a sub-agent's event; its sources are this run's too."""
+        self._sources.see(event)
+        self.emit.forward(event)
+
     def _waits(self, call: ToolCall) -> Literal["approval", "client"] | None:
         """Whether a call waits for the client rather than running now."""
         if call.name in self._client_names:
@@ -659,13 +667,14 @@ class AgentLoop:
 
         async def run_one(call: ToolCall) -> str:
             async with gate:
-                self.emit(ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments))
+                start = ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments)
+                self._sources.see(self.emit(start))
                 started = time.perf_counter()
                 result = answered.get(call.id)
                 if result is None:
                     result = await self._executor.execute(call, names.count(call.name))
                 content = clean_text(result.render(self.config.tool_result_max_chars))
-                self.emit(
+                finished = self.emit(
                     ToolCallResult(
                         call_id=call.id,
                         name=call.name,
@@ -674,6 +683,7 @@ class AgentLoop:
                         content=content,
                     )
                 )
+                self._sources.see(finished)
                 self._records.append(_ToolRecord(call, result.ok, content))
                 return content
 
@@ -840,6 +850,7 @@ class AgentLoop:
                 cost_usd=budget.cost_usd,
                 cost_by_depth=list(budget.cost_by_depth) if top else [],
                 messages=list(self.new_messages),
+                sources=self._sources.sources(),
                 **pause,
             )
         )

@@ -37,7 +37,9 @@ usage (any depth)  ``message-metadata`` {usage (the request's so far), budgetRem
 model_switched     ``message-metadata`` {model} and a ``data-notice`` part
 notice             ``data-notice`` part {code, message}
 error              kept for the end: ``error`` {errorText} before ``finish``
-done               ``text-end``, ``finish-step``, [``error``], ``finish`` {finishReason,
+done               ``text-end``, ``source-url`` {sourceId, url, [title]} per ``done.sources``
+                   (a continued answer: those its message lacks), ``finish-step``,
+                   [``error``], ``finish`` {finishReason,
                    messageMetadata: usage, stopReason, iterations, budgetRemaining,
                    [resume]}, [DONE]; a pause finishes with ``tool-calls``
 =================  ======================================================================
@@ -50,6 +52,7 @@ several) with its query, current text, tool activity, notices, error and outcome
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -131,6 +134,8 @@ class StepStartPart(_Part):
 
 class SourcePart(_Part):
     type: Literal["source-url", "source-document"]
+    url: Any = None
+    """Read only to leave out of a continued answer the sources its message shows already."""
 
 
 class FilePart(_Part):
@@ -316,6 +321,15 @@ class UIChatRequest(BaseModel):
         if message.role == "assistant" and self.decisions():
             return message.id
         return None
+
+    def shown_sources(self) -> frozenset[str]:
+        """The URLs of the sources the continued message shows already (none: a new answer)."""
+        if self.continued_message_id is None:
+            return frozenset()
+        parts = self.messages[-1].parts
+        return frozenset(
+            p.url for p in parts if isinstance(p, SourcePart) and isinstance(p.url, str)
+        )
 
     def decisions(self) -> dict[str, bool]:
         """The approvals answered in the last message: call id -> approved."""
@@ -593,6 +607,7 @@ class UIMessageStream:
         self.cancel = cancel
         self._decided = ui_request.decisions()
         """Calls whose approval this request answers: their parts are in the message already."""
+        self._shown_sources = ui_request.shown_sources()
         self._sent = SentText()
         self._ended = False
         self._step_open = False
@@ -734,7 +749,7 @@ class UIMessageStream:
         return _metadata(usage=usage_json(event.total), budgetRemaining=event.budget_remaining)
 
     def _finish(self, done: Done) -> list[dict[str, Any]]:
-        chunks = self._close_step()
+        chunks = [*self._close_text(), *self._sources(done), *self._close_step()]
         metadata: dict[str, Any] = {
             "usage": usage_json(done.usage),
             "budgetRemaining": done.budget_remaining,
@@ -763,6 +778,19 @@ class UIMessageStream:
                 "messageMetadata": metadata,
             }
         )
+        return chunks
+
+    def _sources(self, done: Done) -> list[dict[str, Any]]:
+        """A ``source-url`` part per source of the run, after its answer (a continued answer:
+        those its message does not show yet)."""
+        chunks: list[dict[str, Any]] = []
+        for source in done.sources:
+            if source.url in self._shown_sources:
+                continue
+            chunk = {"type": "source-url", "sourceId": _source_id(source.url), "url": source.url}
+            if source.title is not None:
+                chunk["title"] = source.title
+            chunks.append(chunk)
         return chunks
 
     def _fail(self, message: str) -> list[dict[str, Any]]:
@@ -837,6 +865,11 @@ class UIMessageStream:
             return []
         agent.shown_text = len(agent.text)
         return [call.chunk()]
+
+
+def _source_id(url: str) -> str:
+    """The same id for the same page, in any answer (the SDK's parts need one)."""
+    return "src-" + hashlib.sha256(url.encode()).hexdigest()[:16]
 
 
 def _input_chunk(event: ToolCallStart | ApprovalRequest) -> dict[str, Any]:

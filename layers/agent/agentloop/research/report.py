@@ -1,8 +1,9 @@
 """What a finished job leaves behind: the report (markdown and/or JSON) and the transcript.
 
-Sources are read back from the run's tool events, not from the model's answer: the
-pages ``scrape`` was asked to read, and the results ``search_web`` returned, at every
-depth (sub-agents included). The model's own citations are in the answer itself.
+Sources are read back from the run's tool events, not from the model's answer, by the
+collector that gives ``done.sources`` (:mod:`agentloop.sources`): the pages ``scrape`` read
+or failed to read, and the results ``search_web`` returned, at every depth (sub-agents
+included) and over every invocation. The model's own citations are in the answer itself.
 
 A run that a limit stopped (iterations, token budget, deadline) still has an answer, written
 from what it had gathered; its report says so above that answer, because a reader skimming
@@ -15,28 +16,21 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from agentloop.events import (
-    Done,
-    ErrorEvent,
-    Event,
-    ModelSwitched,
-    Notice,
-    RunStart,
-    ToolCallResult,
-    ToolCallStart,
-)
+from agentloop.events import Done, ErrorEvent, Event, ModelSwitched, Notice, RunStart, SourceKind
 from agentloop.research.jobs import JobMessage
+from agentloop.sources import collect
 
-SourceKind = Literal["read", "search"]
+REPORT_MAX_SOURCES = 500
+"""A report lists more than a ``done`` carries: it is a file, read later, not a stream event."""
 
 INCOMPLETE_STOPS = frozenset({"max_iterations", "budget", "deadline", "cancelled"})
 """Stop reasons after which the run answered, but before the model had finished its work."""
 
 
 @dataclass
-class Source:
+class ListedSource:
     url: str
     kind: SourceKind
     title: str | None = None
@@ -59,7 +53,7 @@ class RunFacts:
     model: str | None = None
     switches: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    sources: list[Source] = field(default_factory=list)
+    sources: list[ListedSource] = field(default_factory=list)
     attempt: int | None = None
     start: RunStart | None = None
     notices: list[Notice] = field(default_factory=list)
@@ -168,31 +162,20 @@ class RunFacts:
         )
 
 
-def collect_sources(events: Sequence[Event]) -> list[Source]:
-    """Pages read (``scrape``) first, then search results; each URL once."""
-    read: dict[str, Source] = {}
-    found: dict[str, Source] = {}
-    starts = {e.call_id: e for e in events if isinstance(e, ToolCallStart)}
-    for event in events:
-        if not isinstance(event, ToolCallResult):
-            continue
-        if event.name == "scrape":
-            start = starts.get(event.call_id)
-            url = _argument(start.arguments, "url") if start else None
-            result = _result(event.content) if event.ok else None
-            if isinstance(result, dict):
-                url = _str(result.get("final_url")) or _str(result.get("url")) or url
-            if url and url not in read:
-                title = _str(result.get("title")) if isinstance(result, dict) else None
-                read[url] = Source(url, "read", title, ok=event.ok)
-        elif event.name == "search_web" and event.ok:
-            result = _result(event.content)
-            hits = result.get("results") if isinstance(result, dict) else None
-            for hit in hits if isinstance(hits, list) else []:
-                url = _str(hit.get("url")) if isinstance(hit, dict) else None
-                if url and url not in found:
-                    found[url] = Source(url, "search", _str(hit.get("title")))
-    return list(read.values()) + [s for url, s in found.items() if url not in read]
+def collect_sources(events: Sequence[Event]) -> list[ListedSource]:
+    """Pages read first (those that could not be read among them), then search results."""
+    collector = collect(events, REPORT_MAX_SOURCES)
+    unread = collector.unread()
+    found = collector.sources()
+    return [
+        *(ListedSource(s.url, "read", s.title) for s in found if s.kind == "read"),
+        *(ListedSource(url, "read", None, ok=False) for url in unread),
+        *(
+            ListedSource(s.url, "search", s.title)
+            for s in found
+            if s.kind == "search" and s.url not in unread
+        ),
+    ]
 
 
 def render_markdown(facts: RunFacts) -> str:
@@ -328,7 +311,7 @@ def dollars(cost: float | None) -> str:
     return f"${cost:,.2f}" if cost >= 1 else f"${cost:.6f}"
 
 
-def _source_line(source: Source) -> str:
+def _source_line(source: ListedSource) -> str:
     title = _one_line(source.title) if source.title else ""
     label = f"{title} " if title else ""
     failed = " (could not be read)" if not source.ok else ""
@@ -341,23 +324,3 @@ def _one_line(text: str) -> str:
 
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
-
-
-def _argument(arguments: str, name: str) -> str | None:
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return None
-    return _str(value.get(name)) if isinstance(value, dict) else None
-
-
-def _result(content: str) -> Any:
-    try:
-        envelope = json.loads(content)
-    except ValueError:
-        return None
-    return envelope.get("result") if isinstance(envelope, dict) else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
