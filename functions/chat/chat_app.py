@@ -46,6 +46,7 @@ from agentloop.http_api import (
     validate_model,
 )
 from agentloop.limits import CancelToken
+from agentloop.llm.registry import describe_models, listed_models, providers_with_keys
 from agentloop.models import ChatRequest
 from agentloop.plan import RunPlan
 from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
@@ -80,6 +81,9 @@ class ChatService:
     on_finish: list[Callable[[Done, InvocationInfo], None]] = field(default_factory=list)
     mcp_tools: McpTools | None = None
     """The MCP servers whose tools join ``tools`` when first listed (AGENTLOOP_MCP_SERVERS)."""
+    models: tuple[str, ...] = ()
+    """What ``GET /v1/models`` offers, the default first, decided at start-up from the keys
+    set (``registry.listed_models``); empty: the default model alone."""
 
     @functools.cached_property
     def setup(self) -> AgentSetup:
@@ -112,8 +116,10 @@ def service_from_env(settings: AppSettings | None = None) -> ChatService:
     mcp_tools = mcp_tools_from_env(tools, secret)
     execute_code = execute_code_mode() if "execute_code" in tools.names else "off"
     logger.info("execute_code: %s", execute_code)
+    config = AgentConfig.from_env()  # after the secret's keys: they choose the default model
+    logger.log(*describe_models(config.default_model))
     return ChatService(
-        config=AgentConfig.from_env(),
+        config=config,
         tools=tools,
         authenticate=authenticate,
         auth_mode=mode,
@@ -121,6 +127,9 @@ def service_from_env(settings: AppSettings | None = None) -> ChatService:
         execute_code=execute_code,
         metrics_namespace=settings.metrics_namespace if settings.metrics else None,
         mcp_tools=mcp_tools,
+        models=tuple(
+            listed_models(config.default_model, config.allowed_models, providers_with_keys())
+        ),
     )
 
 
@@ -581,14 +590,14 @@ class McpRoute:
 
 
 async def list_models(request: Request) -> Response:
-    """``GET /v1/models``: what OpenAI-style chat UIs offer in their model picker."""
+    """``GET /v1/models``: what OpenAI-style chat UIs offer in their model picker: the default,
+    then the allowed models whose provider has a key."""
     service = _service(request)
     authenticate(service, request)
-    config = service.config
-    names = [config.default_model, *(m for m in config.allowed_models or () if "*" not in m)]
+    names = service.models or (service.config.default_model,)
     data = [
         {"id": name, "object": "model", "created": 0, "owned_by": name.split(":", 1)[0]}
-        for name in dict.fromkeys(names)
+        for name in names
     ]
     return JSONResponse({"object": "list", "data": data})
 

@@ -1,7 +1,9 @@
 """Server-side settings: defaults for requests, the caps a request cannot exceed.
 
 Read from ``AGENTLOOP_*`` environment variables (the SAM template sets them from
-its parameters); every field has a default that works locally.
+its parameters); every field has a default that works locally. The default model, when
+``AGENTLOOP_DEFAULT_MODEL`` is not set, follows the provider keys in the environment, so
+``from_env`` is called once they are there (after the secret is read, in AWS).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
+DEFAULT_MODEL_ENV = "AGENTLOOP_DEFAULT_MODEL"
+
+
 class ConfigurationError(Exception):
     """The deployment, not the request, is wrong: a missing key, an unknown provider."""
 
@@ -28,7 +33,11 @@ class ConfigurationError(Exception):
 class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    default_model: str = "groq:llama-3.3-70b-versatile"
+    default_model: str = Field(
+        default="groq:llama-3.3-70b-versatile",
+        description="'provider:model' for requests that name none; from_env without "
+        "AGENTLOOP_DEFAULT_MODEL: chosen from the keys set (llm.registry.default_model_for).",
+    )
     allowed_models: tuple[str, ...] | None = Field(
         default=None, description="'provider:model' or 'provider:*' entries; None allows all."
     )
@@ -93,7 +102,12 @@ class AgentConfig(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:
-        """Build from ``AGENTLOOP_<FIELD>`` variables; lists are comma-separated."""
+        """Build from ``AGENTLOOP_<FIELD>`` variables; lists are comma-separated.
+
+        ``AGENTLOOP_DEFAULT_MODEL`` unset (or empty, as the template leaves it): the default
+        model is chosen from the provider keys in ``environ`` (Groq's if GROQ_API_KEY is set,
+        else OpenAI's if OPENAI_API_KEY is, else Groq's, whose runs then name the key to set).
+        """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for name, field in cls.model_fields.items():
@@ -104,6 +118,11 @@ class AgentConfig(BaseModel):
                 values[name] = tuple(part.strip() for part in raw.split(",") if part.strip())
             else:
                 values[name] = raw
+        if "default_model" not in values:
+            # Imported here: the registry imports this module.
+            from agentloop.llm.registry import default_model_for
+
+            values["default_model"] = default_model_for(env, values.get("allowed_models"))
         try:
             return cls.model_validate(values)
         except ValidationError as exc:

@@ -17,7 +17,7 @@ from typing import Literal
 
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.continuation import ContinuationError, Resumption, Signer, resume
-from agentloop.llm.registry import parse_model_spec
+from agentloop.llm.registry import model_allowed, parse_model_spec
 from agentloop.models import ChatRequest, ClientTool, Sampling
 from agentloop.output_format import OutputFormat, OutputFormatError
 from agentloop.pricing import Pricer
@@ -66,9 +66,9 @@ class RunPlan:
 
 def check_model_allowed(spec: str, config: AgentConfig) -> None:
     """Raise :class:`ConfigurationError` unless ``spec`` is well-formed and allowed here."""
-    provider, _ = parse_model_spec(spec)
+    parse_model_spec(spec)
     allowed = config.allowed_models
-    if allowed is not None and spec not in allowed and f"{provider.name}:*" not in allowed:
+    if allowed is not None and not model_allowed(spec, allowed):
         raise ConfigurationError(f"model {spec!r} is not allowed here (allowed: {list(allowed)})")
 
 
