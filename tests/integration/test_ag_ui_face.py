@@ -297,6 +297,7 @@ def test_usage_and_budget_are_in_run_finished(session: Session) -> None:
             {"prompt_tokens": 30, "completion_tokens": 12, "cached_tokens": 0, "total_tokens": 42}
         ],
         "budget_remaining": done.budget_remaining,
+        "sources": [],
     }
     assert record["finished"]["usage"] == [
         {

@@ -38,6 +38,7 @@ from tests.fakes.search_apis import PAGES as FOUND
 from tests.fakes.search_apis import SearchAPIs
 from tests.helpers import TEST_CONFIG, iter_sse, validate_event
 from tests.integration.test_chat_app import AUTH, TOKEN, make_service
+from tests.integration.test_mcp_server import session as mcp_session
 from tests.sample_tools import double
 
 JSON = dict[str, Any]
@@ -143,7 +144,8 @@ def serve(tools: list[Tool]) -> Iterator[App]:
     finished: list[tuple[Done, InvocationInfo]] = []
     service = make_service(tools, TEST_CONFIG)
     service.on_finish.append(lambda done, info: finished.append((done, info)))
-    with LoopbackServer(create_app(service), name="sources-app") as server:
+    # lifespan on: /mcp's session manager runs in it
+    with LoopbackServer(create_app(service), name="sources-app", lifespan="on") as server:
         yield App(server.url, finished)
 
 
@@ -285,3 +287,25 @@ def test_a_continued_answer_adds_only_the_sources_its_message_lacks(
     shown = [{"url": p["url"], "title": p["title"]} for p in source_parts(final)]
     assert shown == [news, cafe], "each page once in the message, in order of first use"
     assert final["parts"][-1]["type"] == "source-url"
+
+
+# -- the other faces: where their protocol has a place for them -------------------------------
+
+
+def test_ag_ui_run_finished_result_has_the_sources(app: App, pages: str) -> None:
+    params = {"forwardedProps": {"agentloop": {"model": MODEL, "tools": TOOLS}}}
+    case = {"name": "sources", "turns": [{"user": QUESTION, "params": params}]}
+    out = run_node("ag_ui_client.mjs", {"url": app.url, "token": TOKEN, "cases": [case]})
+
+    [record] = out["cases"]["sources"]
+    assert record["finished"]["outcome"] == "success"
+    assert record["result"]["sources"] == expected(pages)
+
+
+async def test_mcp_ask_result_has_the_sources(app: App, pages: str) -> None:
+    async with mcp_session(app.url) as session:
+        result = await session.call_tool("ask", {"question": QUESTION, "tools": TOOLS})
+
+    assert not result.is_error
+    assert result.structured_content is not None
+    assert result.structured_content["sources"] == expected(pages)

@@ -25,7 +25,8 @@ subagent_finish        SUBAGENT_FINISHED {result, outcome success}, or SUBAGENT_
 notice, model_switched CUSTOM "agentloop.notice" / "agentloop.model_switched"
 usage                  summed per model into RUN_FINISHED.usage / RUN_ERROR.usage
 error (top level)      RUN_ERROR {message, code}; the rest of the run is drained unsent
-done (top level)       RUN_FINISHED {result, outcome, usage}; "cancelled": outcome
+done (top level)       RUN_FINISHED {result (stop reason, usage, ``sources``...), outcome,
+                       usage}; "cancelled": outcome
                        cancelled; "error" without an error event: RUN_ERROR "internal";
                        a pause for approval: outcome interrupt, one interrupt per call
 =====================  ==================================================================
@@ -751,6 +752,7 @@ class AgUiStream:
                 "usage": _usage_json(done.usage),
                 "usage_by_depth": [_usage_json(u) for u in done.usage_by_depth],
                 "budget_remaining": done.budget_remaining,
+                "sources": [source.model_dump() for source in done.sources],
             }
         self._ended = True
         return [*frames, body]

@@ -156,7 +156,7 @@ SourceKind = Literal["read", "search"]
 class Source(BaseModel):
     """A web page a run used: one it read (``scrape``) or one a search gave it (``search_web``).
 
-    Both fields come from the web (a page's title, a search API's answer): show them as text,
+    Its URL and title come from the web (a page, a search API's answer): show them as text,
     and open the link in a new tab without an opener.
     """
 

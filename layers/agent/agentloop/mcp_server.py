@@ -17,7 +17,8 @@ notice / model_switched            event itself in ``_meta["agentloop/event"]``;
 text_delta, usage, turn_start ...  nothing (the answer comes whole, in the result)
 done (depth 0)                     the ``tools/call`` result: text content = the answer,
                                    ``structuredContent`` = {answer, stop_reason, iterations,
-                                   usage, usage_by_depth}; stop reason ``error``: a result
+                                   usage, usage_by_depth, sources (``done.sources``)}; stop
+                                   reason ``error``: a result
                                    with ``isError`` and the error event's message
 =================================  ==========================================================
 
@@ -53,6 +54,7 @@ from agentloop.events import (
     Event,
     ModelSwitched,
     Notice,
+    Source,
     SubagentFinish,
     SubagentStart,
     ToolCallResult,
@@ -120,6 +122,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "iterations": {"type": "integer"},
         "usage": _USAGE_SCHEMA,
         "usage_by_depth": {"type": "array", "items": _USAGE_SCHEMA},
+        "sources": {"type": "array", "items": Source.model_json_schema()},
     },
     "required": ["answer", "stop_reason", "iterations", "usage"],
 }
@@ -177,6 +180,7 @@ def answer(done: Done, error: ErrorEvent | None) -> types.CallToolResult:
         "iterations": done.iterations,
         "usage": done.usage.model_dump(),
         "usage_by_depth": [usage.model_dump() for usage in done.usage_by_depth],
+        "sources": [source.model_dump() for source in done.sources],
     }
     return types.CallToolResult(
         content=[types.TextContent(text=done.text)], structured_content=structured
