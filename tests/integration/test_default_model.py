@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -153,6 +154,23 @@ def test_no_key_value_is_in_the_log(dev_server: DevServer, llm: ScriptedLLM) -> 
     assert "run finished" in log
     assert ONLY_KEY not in log
     assert ONLY_KEY[-12:] not in log
+
+
+def test_the_cli_answers_with_only_an_openai_key(llm: ScriptedLLM) -> None:
+    """``make chat``'s command, with the same environment as ``make dev`` above."""
+    llm.script(Reply(text="Paris."))
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentloop", "chat", "What is the capital of France?"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=newcomer_env(llm),
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "Paris."
+    assert [(r.flavour, r.model) for r in llm.requests] == [("openai", "gpt-4o-mini")]
 
 
 # -- deployed: the secret's keys choose ------------------------------------------------------

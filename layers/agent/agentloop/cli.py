@@ -33,7 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     chat = commands.add_parser("chat", help="ask one question and stream the answer")
     chat.add_argument("question")
-    chat.add_argument("--model", help="provider:model (default: AGENTLOOP_DEFAULT_MODEL)")
+    chat.add_argument(
+        "--model",
+        help="provider:model (default: AGENTLOOP_DEFAULT_MODEL, else chosen from the keys set)",
+    )
     chat.add_argument("--tools", help="comma-separated tool names (default: the server's)")
     chat.add_argument("--max-iterations", type=int)
     chat.add_argument("--token-budget", type=int)
