@@ -22,6 +22,7 @@ from agentloop.events import (
     TurnStart,
 )
 from agentloop.models import ChatRequest, Message, UserMessage
+from agentloop.sources import collect
 from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
 
@@ -79,12 +80,14 @@ def client_answer(events: Iterable[Event], run_id: str | None = None) -> str:
 
 
 def check_run_invariants(request: ChatRequest, events: Sequence[Event]) -> None:
-    """What every run guarantees a client: each run's shown answer is its ``done.text``, and
-    the top-level ``done.messages`` continue the conversation as a history we accept."""
+    """What every run guarantees a client: each run's shown answer is its ``done.text``, the
+    top-level ``done.sources`` are those of the stream's tool events (sub-agents' included),
+    and the top-level ``done.messages`` continue the conversation as a history we accept."""
     for done in (e for e in events if isinstance(e, Done)):
         shown = client_answer(events, done.run_id)
         assert shown == done.text, f"run {done.run_id}: shown {shown!r} != done {done.text!r}"
     top = [e for e in events if isinstance(e, Done) and e.depth == 0][-1]
+    assert top.sources == collect(events).sources(), "sources: those of every depth's tools"
     if top.resume is not None:  # paused: continued with the token, calls still waiting
         assert top.pending, "a resume token goes with the calls that wait"
         ChatRequest(
