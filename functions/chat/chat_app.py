@@ -577,7 +577,7 @@ class McpRoute:
         service = _service(request)
         who = authenticate(service, request)
         await prepare_tools(service)  # `ask` may name the MCP servers' tools too
-        from agentloop.mcp_server import PLAN_PARAMS, McpEndpoint, Seat
+        from agentloop.mcp_server import PLAN_PARAMS, McpEndpoint, Seat, ToolChoice
 
         def start(chat_request: ChatRequest) -> tuple[AsyncIterator[Event], CancelToken]:
             run = start_run(request, service, who, chat_request, PLAN_PARAMS, can_ask=False)
@@ -586,7 +586,8 @@ class McpRoute:
         state = request.app.state
         if getattr(state, "mcp", None) is None:
             state.mcp = McpEndpoint(service.limits.max_body_bytes)
-        await state.mcp.handle(scope, receive, send, Seat(start))
+        tools = ToolChoice.of(service.tools, service.config)  # `ask`'s schema lists them
+        await state.mcp.handle(scope, receive, send, Seat(start, tools))
 
 
 async def list_models(request: Request) -> Response:

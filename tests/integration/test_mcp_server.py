@@ -267,3 +267,110 @@ async def test_a_failed_run_is_a_tool_error(served: Served, llm: ScriptedLLM) ->
     assert result.structured_content is None
     [done] = served.runs(1)
     assert done.stop_reason == "error"
+
+
+# -- what a calling model reads ------------------------------------------------------------------
+
+DEVELOPER_PHRASING = (
+    "generated from",
+    "input schema",
+    "docstring",
+    "``",
+    ":class:",
+    "AskArgs",
+    "pydantic",
+    "opener",  # Source's docstring, advice for a page's developer
+)
+
+
+def schema_texts(node: Any) -> tuple[list[str], list[Any]]:
+    """Every ``description`` in a JSON Schema, and every ``title`` keyword (a property named
+    ``title`` is not one)."""
+    descriptions: list[str] = []
+    titles: list[Any] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key == "properties" and isinstance(item, dict):
+                    for schema in item.values():
+                        walk(schema)
+                elif key == "description":
+                    descriptions.append(item)
+                elif key == "title":
+                    titles.append(item)
+                else:
+                    walk(item)
+
+    walk(node)
+    return descriptions, titles
+
+
+async def test_server_info_carries_the_package_version(served: Served) -> None:
+    import importlib.metadata
+    import tomllib
+
+    import agentloop
+
+    async with session(served.url) as mcp_session:
+        info = mcp_session.server_info
+
+    assert info is not None
+    assert info.name == "agentloop"
+    assert info.version == agentloop.__version__
+    assert info.version, "an empty version tells a client nothing"
+    # __version__ is what the Lambda layer has (no dist-info there): it must not drift.
+    assert info.version == importlib.metadata.version("agentloop")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    if "version" in project:
+        assert info.version == project["version"]
+
+
+async def test_the_ask_tool_is_described_for_the_model_that_calls_it(served: Served) -> None:
+    async with session(served.url) as mcp_session:
+        [tool] = (await mcp_session.list_tools()).tools
+
+    schema = tool.input_schema
+    assert tool.description
+    assert "question" in tool.description, "it says what to put where"
+    descriptions, titles = schema_texts(schema)
+    assert titles == [], "pydantic's class and field names are not for a model"
+    assert "description" not in schema, "the arguments' class docstring is not for a model"
+    for name, prop in schema["properties"].items():
+        assert len(prop.get("description", "")) > 40, f"{name} says what to pass"
+    out_descriptions, out_titles = schema_texts(tool.output_schema)
+    assert out_titles == []
+    for text in [tool.description, *descriptions, *out_descriptions]:
+        for phrase in DEVELOPER_PHRASING:
+            assert phrase not in text, f"{phrase!r} in {text!r}"
+    # The tool names a call may pass, and the default set, are this server's.
+    tools = schema["properties"]["tools"]
+    assert "echo, ask_llm, until_cancelled" in tools["description"]
+    assert "default set (echo, until_cancelled)" in tools["description"], "ask_llm is opt-in"
+    assert tools["anyOf"][0]["items"]["enum"] == ["echo", "ask_llm", "until_cancelled"]
+
+
+async def test_tools_that_wait_for_approval_are_not_offered(
+    llm: ScriptedLLM, provider_env: ScriptedLLM
+) -> None:
+    """MCP has no way to ask a person, so the plan would refuse them: the schema leaves them out."""
+    from tests.helpers import TEST_CONFIG
+
+    config = TEST_CONFIG.model_copy(update={"approval_tools": ("echo",)})
+    service = make_service([echo, ask_llm_tool()], config=config)
+    with LoopbackServer(create_app(service), name="mcp-approvals", lifespan="on") as server:
+        async with session(server.url) as mcp_session:
+            [tool] = (await mcp_session.list_tools()).tools
+            refused = await mcp_session.call_tool("ask", {"question": "hi", "tools": ["echo"]})
+
+    tools = tool.input_schema["properties"]["tools"]
+    assert tools["anyOf"][0]["items"]["enum"] == ["ask_llm"]
+    assert "echo" not in tools["description"]
+    assert refused.is_error, "and a call that names one anyway is refused"
+    [block] = refused.content
+    assert isinstance(block, types.TextContent)
+    assert "approval" in block.text
+    assert llm.requests == []

@@ -22,6 +22,11 @@ done (depth 0)                     the ``tools/call`` result: text content = the
                                    with ``isError`` and the error event's message
 =================================  ==========================================================
 
+``tools/list`` answers with ``ask`` as :func:`ask_tool` describes it for this server: its
+``tools`` argument lists the tool names a call may pass (``ToolChoice``). Those texts are read
+by the model that calls ``ask``, so they are written for it, and pydantic's titles and class
+docstrings are kept out of the schemas.
+
 Bad arguments and refusals are tool errors (``isError``), which the calling model can read;
 an unknown tool name is a JSON-RPC error. A client that leaves cancels the run (its token),
 and the run is drained on its own task so it still ends with ``done``, logged and measured.
@@ -48,6 +53,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.types import Receive, Scope, Send
 
+import agentloop
+from agentloop.config import AgentConfig
 from agentloop.events import (
     Done,
     ErrorEvent,
@@ -63,6 +70,7 @@ from agentloop.events import (
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
 from agentloop.models import ChatRequest
+from agentloop.tools.registry import ToolRegistry, UnknownToolError
 
 logger = logging.getLogger("agentloop.mcp_server")
 
@@ -74,6 +82,29 @@ PLAN_PARAMS = {"tools": "tools"}
 """Where a plan's refusal points, in ``ask``'s own arguments."""
 
 
+@dataclass(frozen=True)
+class ToolChoice:
+    """The tool names ``ask`` accepts, and those a run uses when it names none: its schema
+    lists them, since a calling model cannot guess them."""
+
+    offered: tuple[str, ...] = ()
+    default: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, registry: ToolRegistry, config: AgentConfig) -> ToolChoice:
+        """As the plan decides for a face that cannot ask a person: tools that wait for an
+        approval are neither offered nor used."""
+        waiting = set(config.approval_tools)
+        try:
+            default = registry.select(config.default_tools).names
+        except UnknownToolError:  # every plan that names no tools is refused, with the reason
+            default = []
+        return cls(
+            offered=tuple(name for name in registry.names if name not in waiting),
+            default=tuple(name for name in default if name not in waiting),
+        )
+
+
 @dataclass
 class Seat:
     """One ``/mcp`` request's way to start a run (bound to its caller), and its run's token.
@@ -83,6 +114,7 @@ class Seat:
     """
 
     start: Callable[[ChatRequest], tuple[AsyncIterator[Event], CancelToken]]
+    tools: ToolChoice = field(default_factory=ToolChoice)
     cancels: list[CancelToken] = field(default_factory=list)
 
     def cancel_all(self) -> None:
@@ -90,19 +122,53 @@ class Seat:
             token.cancel()
 
 
-class AskArgs(BaseModel):
-    """``ask``'s arguments; its input schema is generated from this model."""
+# Everything below that a calling model reads (the tool's description, the schemas'
+# descriptions) is written for that model: what to pass, what comes back, what it costs.
 
+
+class AskArgs(BaseModel):
+    # ``ask``'s arguments; the tool's input schema comes from this model (see _schema_for_models).
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, description="What to ask the agent.")
+    question: str = Field(
+        min_length=1,
+        description="The question or task, in plain language, with all the context the agent "
+        "needs: it sees only this text, not your conversation, and cannot ask you anything back.",
+    )
     tools: list[str] | None = Field(
         default=None,
-        description="Server tool names the agent may use; the server's default set if omitted.",
+        description="Names of the tools the agent may use. Omit to let it use its default set; "
+        "pass [] to have it answer from the model's own knowledge, without tools.",
     )
     max_iterations: int | None = Field(
-        default=None, ge=1, description="At most this many model turns (clamped to the server cap)."
+        default=None,
+        ge=1,
+        description="The most model turns the agent may take (each turn may call tools). Omit "
+        "for the server's default; 2 or 3 gives a quicker, shallower answer. A value above the "
+        "server's limit is lowered to it.",
     )
+
+
+def _schema_for_models(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic JSON Schema without what pydantic adds for developers: ``title`` (class and
+    field names) and an object's ``description`` (a class docstring). The descriptions given
+    to fields stay. A property named ``title`` is a property, not the keyword, and stays."""
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, list):
+            return [clean(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        drop = {"title", "description"} if "properties" in node else {"title"}
+        cleaned = {key: clean(value) for key, value in node.items() if key not in drop}
+        if isinstance(node.get("properties"), dict):
+            cleaned["properties"] = {
+                name: clean(value) for name, value in node["properties"].items()
+            }
+        return cleaned
+
+    result: dict[str, Any] = clean(schema)
+    return result
 
 
 _USAGE_SCHEMA: dict[str, Any] = {
@@ -110,33 +176,69 @@ _USAGE_SCHEMA: dict[str, Any] = {
     "properties": {
         "prompt_tokens": {"type": "integer"},
         "completion_tokens": {"type": "integer"},
-        "cached_tokens": {"type": "integer"},
+        "cached_tokens": {"type": "integer", "description": "Prompt tokens served from cache."},
     },
     "required": ["prompt_tokens", "completion_tokens"],
 }
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "answer": {"type": "string"},
-        "stop_reason": {"type": "string"},
-        "iterations": {"type": "integer"},
-        "usage": _USAGE_SCHEMA,
-        "usage_by_depth": {"type": "array", "items": _USAGE_SCHEMA},
-        "sources": {"type": "array", "items": Source.model_json_schema()},
+        "answer": {"type": "string", "description": "The agent's answer, as in the text content."},
+        "stop_reason": {
+            "type": "string",
+            "description": "Why the run ended: completed, or the limit that cut it short "
+            "(max_iterations, budget, deadline, cancelled), in which case the answer may be "
+            "partial.",
+        },
+        "iterations": {"type": "integer", "description": "The model turns the run took."},
+        "usage": {**_USAGE_SCHEMA, "description": "Tokens used, the sub-agents' included."},
+        "usage_by_depth": {
+            "type": "array",
+            "items": _USAGE_SCHEMA,
+            "description": "Tokens used at each depth: the agent first, then its sub-agents.",
+        },
+        "sources": {
+            "type": "array",
+            "items": _schema_for_models(Source.model_json_schema()),
+            "description": "The web pages the agent used, in the order it first used them.",
+        },
     },
     "required": ["answer", "stop_reason", "iterations", "usage"],
 }
 
-ASK_TOOL = types.Tool(
-    name=TOOL_NAME,
-    title="Ask the agent",
-    description=(
-        "Ask the agent a question. It may use its tools (and sub-agents) to answer; progress "
-        "notifications report that activity. The result is the answer with token usage."
-    ),
-    input_schema=AskArgs.model_json_schema(),
-    output_schema=OUTPUT_SCHEMA,
+ASK_DESCRIPTION = (
+    "Ask a research agent a question, or give it a task. The agent works on its own: it "
+    "decides which of its tools to call (such as web search, reading pages or running code, "
+    "as `tools` allows), over several rounds if needed, then answers in text. A call can take "
+    "from seconds to a few minutes and spends model tokens. It does not see your conversation "
+    "and remembers nothing between calls, so put everything it needs in `question`. The "
+    "result's text is the answer; its structured content adds why the run stopped, the tokens "
+    "used and the web pages the agent used."
 )
+_ASK_INPUT_SCHEMA = _schema_for_models(AskArgs.model_json_schema())
+
+
+def ask_tool(choice: ToolChoice) -> types.Tool:
+    """The ``ask`` tool as this server offers it: its ``tools`` argument lists the names."""
+    schema = json.loads(json.dumps(_ASK_INPUT_SCHEMA))  # a copy to fill in
+    tools = schema["properties"]["tools"]
+    if choice.offered:
+        default = ", ".join(choice.default) or "none"
+        tools["description"] = (
+            f"Names of the tools the agent may use, among: {', '.join(choice.offered)}. Omit "
+            f"to let it use its default set ({default}); pass [] to have it answer from the "
+            "model's own knowledge, without tools."
+        )
+        tools["anyOf"][0]["items"]["enum"] = list(choice.offered)
+    else:
+        tools["description"] = "This server gives the agent no tools: leave this out."
+    return types.Tool(
+        name=TOOL_NAME,
+        title="Ask a research agent",
+        description=ASK_DESCRIPTION,
+        input_schema=schema,
+        output_schema=OUTPUT_SCHEMA,
+    )
 
 
 def _tool_error(message: str) -> types.CallToolResult:
@@ -281,13 +383,18 @@ def _notifier(ctx: ServerRequestContext[Any, Any]) -> Notify | None:
 async def _list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[ASK_TOOL])
+    seat = getattr(ctx.request, "scope", {}).get(SEAT_KEY)
+    choice = seat.tools if isinstance(seat, Seat) else ToolChoice()
+    return types.ListToolsResult(tools=[ask_tool(choice)])
 
 
 def build_server() -> Server[Any]:
     return Server(
         "agentloop",
-        instructions="Call `ask` with a question; the agent answers, using its tools.",
+        # The package's own version: the Lambda layer ships the package without its dist-info.
+        version=agentloop.__version__,
+        instructions="One tool, `ask`: give it a self-contained question and a research agent "
+        "answers it, using its own tools (such as web search) as it sees fit.",
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
     )
