@@ -289,9 +289,10 @@ async def test_cost_budget_running_out_in_a_subagent_ends_the_request(
     llm.respond_with(respond)
     one_call = table_price(model, Usage(prompt_tokens=300, completion_tokens=40))
     dollars = 20 * one_call
-    # The sub-agent may go on until the dollars, not its iteration limit, stop it.
+    # The sub-agent may go on until the dollars, not its iteration limit (which is never above
+    # its run's), stop it.
     config = TEST_CONFIG.model_copy(
-        update={"final_answer_reserve": 2_000, "subagent_max_iterations": 20}
+        update={"final_answer_reserve": 2_000, "subagent_max_iterations": 20, "max_iterations": 20}
     )
 
     result = await run_chat(
