@@ -277,24 +277,28 @@ def add_commands(commands: Any) -> None:
             "or a prompt, never from the command line."
         ),
     )
-    secret.add_argument(
+    # Which secret: an option of every action, so it may follow the action's name.
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument(
         "--secret-id",
         default=os.environ.get(SECRET_ID_ENV),
-        help=f"the secret's name or ARN: <stack>/agentloop, the SecretArn output "
-        f"(default: {SECRET_ID_ENV})",
+        help="the secret's name (<stack>/agentloop) or ARN (the stack's SecretArn output); "
+        f"default: {SECRET_ID_ENV}",
     )
-    secret.add_argument("--region", help="its region (default: the AWS CLI's)")
+    where.add_argument("--region", help="its region (default: the AWS CLI's)")
     actions = secret.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", help="entry names and whether each is set (never the values)")
-    set_ = actions.add_parser("set", help="set one entry; the value is read from stdin or a prompt")
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = actions.add_parser(name, help=help, parents=[where])
+        return parser
+
+    action("list", "entry names and whether each is set (never the values)")
+    set_ = action("set", "set one entry; the value is read from stdin or a prompt")
     set_.add_argument("name", help="e.g. GROQ_API_KEY, OPENAI_API_KEY, TAVILY_API_KEY")
     set_.add_argument("--from-env", metavar="VAR", help="take the value from this variable")
-    unset = actions.add_parser("unset", help="remove one entry")
-    unset.add_argument("name")
-    actions.add_parser(
-        "add-token", help="make a bearer token, add its sha256, print the token once"
-    )
-    remove = actions.add_parser("remove-token", help="remove a token's hash, by its id")
+    action("unset", "remove one entry").add_argument("name")
+    action("add-token", "make a bearer token, add its sha256, print the token once")
+    remove = action("remove-token", "remove a token's hash, by its id")
     remove.add_argument("token_id", help="the first 8+ hex digits of its hash (see list)")
     secret.set_defaults(run=_run_secret)
 
