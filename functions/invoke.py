@@ -185,7 +185,28 @@ def invoke_research_worker(event: dict[str, Any], timeout_s: float) -> int:
 
     result = worker_handler(event, _ResearchContext(min(timeout_s, 900), "agentloop-worker"))
     print(json.dumps(result, indent=2))
+    # stderr, like the logs: stdout stays the handler's answer alone.
+    print("results (report.md and transcript.json, or failure.json):", file=sys.stderr)
+    for line in results_locations(event):
+        print(f"  {line}", file=sys.stderr)
     return 1 if result.get("batchItemFailures") else 0
+
+
+def results_locations(event: dict[str, Any]) -> list[str]:
+    """Each job of the batch and its results folder: AGENTLOOP_RESULTS_DIR's or the bucket's."""
+    from agentloop.research.jobs import JobMessage
+    from agentloop.research.store import store_from_env
+
+    store = store_from_env()
+    lines = []
+    for record in event["Records"]:
+        try:
+            message = JobMessage.model_validate_json(record.get("body") or "")
+        except ValueError:
+            lines.append(f"message {record.get('messageId')}: not a job (nothing written)")
+            continue
+        lines.append(f"{message.job.id}: {store.location(message.prefix.rstrip('/'))}/")
+    return lines
 
 
 if __name__ == "__main__":

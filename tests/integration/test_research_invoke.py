@@ -68,6 +68,9 @@ def test_the_sqs_event_runs_both_jobs_without_a_table(
     reports = sorted(tmp_path.glob("research/2025-06-02/*/report.md"))
     assert [p.parent.name for p in reports] == ["savings-plan-arithmetic", "sqs-fan-out-limits"]
     assert "Answered locally." in reports[0].read_text()
+    # and it says where they went
+    for report in reports:
+        assert f"{report.parent.name}: {report.parent}/" in done.stderr
 
 
 def test_the_sqs_event_without_keys_lists_both_as_failures(
