@@ -119,10 +119,13 @@ ServeChat = Callable[..., ChatServer]
 
 @pytest.fixture
 def serve_chat(llm: ScriptedLLM) -> Iterator[ServeChat]:
-    """Start the chat app (bearer auth, the given tools) on a loopback port."""
+    """Start the chat app (bearer auth, the given tools; ``models``: what ``/v1/models``
+    lists, the default first) on a loopback port."""
     servers: list[LoopbackServer] = []
 
-    def serve(tools: list[Tool], config: AgentConfig = TEST_CONFIG) -> ChatServer:
+    def serve(
+        tools: list[Tool], config: AgentConfig = TEST_CONFIG, models: tuple[str, ...] = ()
+    ) -> ChatServer:
         hashes = [hash_token(TOKEN)]
         service = ChatService(
             config=config,
@@ -130,6 +133,7 @@ def serve_chat(llm: ScriptedLLM) -> Iterator[ServeChat]:
             authenticate=BearerAuth(lambda: hashes).check,
             auth_mode="bearer",
             heartbeat_s=1.0,
+            models=models,
         )
         server = LoopbackServer(create_app(service), name="chat-app").start()
         servers.append(server)

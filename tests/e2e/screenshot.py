@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,8 @@ async def fake_python(args: CodeArgs, ctx: ToolContext) -> dict[str, Any]:
 
 
 TOOLS: list[Tool] = [fake_search, fake_python]
+MODELS = ("groq:llama-3.3-70b-versatile", "openai:gpt-4o-mini", "openai:gpt-4.1-mini")
+"""What the pictured server's /v1/models lists, its default first."""
 SETTINGS = {"token": TOKEN, "tools": ["search_web", "execute_code"]}
 
 
@@ -146,27 +149,36 @@ def ask_and_wait(page: Page) -> None:
     )
 
 
-def shoot(browser: Browser, url: str, llm: ScriptedLLM, out: Path) -> list[Path]:
+Check = Callable[[Page, str, str], None]
+"""Called with (page, state, size) before each shot: the layout test's assertions."""
+
+
+def shoot(
+    browser: Browser, url: str, llm: ScriptedLLM, out: Path, check: Check | None = None
+) -> list[Path]:
     """The layout shots into ``out``: {empty,settings,settings-end,answer}-{size}.png."""
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+
+    def take(page: Page, state: str, size: str) -> None:
+        if check:
+            check(page, state, size)
+        written.append(out / f"{state}-{size}.png")
+        page.screenshot(path=str(written[-1]))
+
     for size in SIZES:
         page = open_page(browser, url, size)
         try:
-            written.append(out / f"empty-{size}.png")
-            page.screenshot(path=str(written[-1]))
+            take(page, "empty", size)
             page.get_by_role("banner").get_by_role("button", name="Settings").click()
-            written.append(out / f"settings-{size}.png")
-            page.screenshot(path=str(written[-1]))
+            take(page, "settings", size)
             # The panel scrolls on its own: its end too, to see that nothing is cut off.
             page.locator("#settings").evaluate("(panel) => panel.scrollTo(0, panel.scrollHeight)")
-            written.append(out / f"settings-end-{size}.png")
-            page.screenshot(path=str(written[-1]))
+            take(page, "settings-end", size)
             page.get_by_role("button", name="Close").click()
             script_answer(llm)
             ask_and_wait(page)
-            written.append(out / f"answer-{size}.png")
-            page.screenshot(path=str(written[-1]))
+            take(page, "answer", size)
         finally:
             page.context.close()
     return written
@@ -188,17 +200,13 @@ def main(argv: list[str]) -> int:
             OPENAI_API_KEY="screenshot",
         )
         hashes = [hash_token(TOKEN)]
-        config = TEST_CONFIG.model_copy(
-            update={
-                "default_model": "groq:llama-3.3-70b-versatile",
-                "allowed_models": ("groq:*", "openai:gpt-4.1-mini", "openai:gpt-4o-mini"),
-            }
-        )
+        config = TEST_CONFIG.model_copy(update={"default_model": MODELS[0]})
         service = ChatService(
             config=config,
             tools=ToolRegistry(TOOLS),
             authenticate=BearerAuth(lambda: hashes).check,
             auth_mode="bearer",
+            models=MODELS,
         )
         with (
             LoopbackServer(create_app(service), name="chat-app") as server,

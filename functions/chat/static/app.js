@@ -1017,7 +1017,8 @@
       this.cost = undefined; // undefined: no call priced yet; null: unknown
       this.unpriced = ""; // the server's notice that a model has no known price
       this.notices = notices; // notices already said on this page: each is said once
-      this.sources = null;
+      this.sources = null; // the list under the answer
+      this.sourceSeen = []; // every source of this reply's runs (a paused one's continued)
       this.metaNote = null;
       this.decisions = new Map(); // call_id -> { approved, reason? }, for a paused run
       this.onDecide = () => {};
@@ -1026,8 +1027,6 @@
     // A paused run goes on in the same reply: the continued run's events land here too.
     resume() {
       this.done = null;
-      if (this.sources) this.sources.remove();
-      this.sources = null;
       this.el.dataset.state = "running";
       this.el.setAttribute("aria-busy", "true");
       this.meta.textContent = "continuing…";
@@ -1243,10 +1242,7 @@
         parts.push(`${number.format(d.budget_remaining)} left in budget`);
         if (this.model) parts.push(this.model);
         this.setMeta(parts);
-        if (Array.isArray(d.sources) && d.sources.length) {
-          this.sources = sourceList(d.sources);
-          if (this.sources) this.meta.before(this.sources);
-        }
+        this.showSources(d.sources);
       } else if (state !== "error") {
         this.showMeta();
       } else {
@@ -1261,6 +1257,22 @@
           el("div", { class: `banner banner-${state}`, role: "alert" }, ...[].concat(message)),
         );
       }
+    }
+
+    // A continued run's done may list only what it used itself: the reply shows both runs'.
+    showSources(sources) {
+      if (!Array.isArray(sources)) return;
+      const known = new Set(this.sourceSeen.map((s) => s.url));
+      for (const source of sources) {
+        if (source && typeof source.url === "string" && !known.has(source.url)) {
+          known.add(source.url);
+          this.sourceSeen.push(source);
+        }
+      }
+      const list = sourceList(this.sourceSeen);
+      if (this.sources) this.sources.remove();
+      this.sources = list;
+      if (list) this.meta.before(list);
     }
 
     answerText() {
@@ -1794,6 +1806,7 @@
   // For tests and for anyone reusing the pieces.
   window.agentloopMarkdown = (source) => renderMarkdown(source, document.createElement("div"));
   window.AgentloopSSEParser = SSEParser;
+  window.agentloopSources = (sources) => sourceList(sources) || el("ol");
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
