@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -47,6 +47,7 @@ from agentloop.http_api import (
 )
 from agentloop.limits import CancelToken
 from agentloop.llm.registry import describe_models, listed_models, providers_with_keys
+from agentloop.logs import hide_query_strings
 from agentloop.models import ChatRequest
 from agentloop.plan import RunPlan
 from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from agentloop.mcp.client import McpTools
 
 logger = logging.getLogger("agentloop.chat_app")
+hide_query_strings()  # uvicorn's access log (on under `make dev`): no token from a query string
 
 Authenticate = Callable[[str | None], str | None]
 """Checks an Authorization header; returns who it is (or None) or raises AuthError."""
@@ -137,7 +139,47 @@ def service_from_env(settings: AppSettings | None = None) -> ChatService:
 
 
 def error_response(error: HttpError) -> JSONResponse:
+    if isinstance(error, BodyRefused) and error.linger is not None:
+        return LingeringResponse(error, error.linger)
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+class LingeringResponse(JSONResponse):
+    """An error answer sent while the client is still sending its body (a lingering close).
+
+    The whole answer goes out at once; the rest of the body is then read and thrown away
+    (:func:`discard_body`) before the response ends and uvicorn closes the connection.
+    Closing on a client that is still sending resets the connection, and a client that
+    sends everything before it reads (urllib, fetch) never sees the answer. The answer's
+    last, empty piece is held back meanwhile: once a response is complete uvicorn stops
+    reading the request (``receive()`` says ``http.disconnect``).
+    """
+
+    def __init__(self, error: HttpError, limits: RequestLimits) -> None:
+        super().__init__(error.body(), status_code=error.status, headers=error.headers)
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        await send({"type": "http.response.body", "body": self.body, "more_body": True})
+        await discard_body(receive, self.limits)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def discard_body(receive: Receive, limits: RequestLimits) -> None:
+    """Read and drop the rest of a request body until it ends or the client leaves, within
+    ``limits.linger_s`` in all, ``linger_idle_s`` between pieces and ``max_discard_bytes``."""
+    size = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(limits.linger_s):
+            while size <= limits.max_discard_bytes:
+                async with asyncio.timeout(limits.linger_idle_s):
+                    message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    return
+                size += len(message.get("body", b""))
 
 
 class EventStreamResponse(Response):
@@ -198,47 +240,45 @@ _STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 async def read_body(request: Request, limits: RequestLimits) -> bytes:
     """The body, refusing to buffer more than the limit (413) or to wait for it forever (408).
 
-    A body over the limit is read on and thrown away, up to ``limits.max_discard_bytes`` and
-    within the body timeout, before the 413 goes out: answering and closing while a client
-    (urllib, a browser's fetch) is still sending resets the connection, and the client never
-    learns why.
+    A body over the limit is refused as soon as that is known, from its declared length or
+    the bytes so far; the rest of it is read and thrown away after the answer is out
+    (:class:`LingeringResponse`), so a client that sends everything before it reads still
+    reads the 413. Read with ``receive`` itself, as only it says whether more is coming.
     """
-    declared = _declared_length(request.headers.get("content-length"))
-    if (
-        declared is not None
-        and declared > limits.max_body_bytes
-        and (
-            declared > limits.max_discard_bytes  # not worth reading
-            or request.headers.get("expect", "").lower() == "100-continue"  # waits for us
-        )
-    ):
-        raise _too_large(limits, declared)
+    refuse_declared_oversize(request, limits)
     chunks: list[bytes] = []
     size = 0
+    more = True
     try:
-        async with (
-            asyncio.timeout(limits.body_timeout_s),
-            contextlib.aclosing(request.stream()) as stream,
-        ):
-            async for chunk in stream:
+        async with asyncio.timeout(limits.body_timeout_s):
+            while more:
+                message = await request.receive()
+                if message["type"] != "http.request":
+                    raise HttpError(400, "client_disconnected", "the client went away")
+                chunk: bytes = message.get("body", b"")
+                more = message.get("more_body", False)
                 size += len(chunk)
-                if size <= limits.max_body_bytes:
-                    chunks.append(chunk)
-                elif size > limits.max_discard_bytes:
-                    break
+                if size > limits.max_body_bytes:
+                    raise BodyRefused(_too_large_message(limits, None), limits if more else None)
+                chunks.append(chunk)
     except TimeoutError as exc:
-        if size <= limits.max_body_bytes and (declared or 0) <= limits.max_body_bytes:
-            raise HttpError(
-                408,
-                "request_timeout",
-                f"the request body did not arrive within {limits.body_timeout_s:g} s",
-                headers=_CLOSE,
-            ) from exc
-    except ClientDisconnect as exc:
-        raise HttpError(400, "client_disconnected", "the client went away") from exc
-    if size > limits.max_body_bytes or (declared or 0) > limits.max_body_bytes:
-        raise _too_large(limits, declared)
+        raise HttpError(
+            408,
+            "request_timeout",
+            f"the request body did not arrive within {limits.body_timeout_s:g} s",
+            headers=_CLOSE,
+        ) from exc
     return b"".join(chunks)
+
+
+def refuse_declared_oversize(request: Request, limits: RequestLimits) -> None:
+    """413 at once for a body whose ``Content-Length`` is over the limit."""
+    declared = _declared_length(request.headers.get("content-length"))
+    if declared is not None and declared > limits.max_body_bytes:
+        # A client that waits for "100 Continue" sends nothing more: nothing to linger for.
+        waits = request.headers.get("expect", "").lower() == "100-continue"
+        coming = not waits and declared <= limits.max_discard_bytes
+        raise BodyRefused(_too_large_message(limits, declared), limits if coming else None)
 
 
 def _declared_length(value: str | None) -> int | None:
@@ -248,12 +288,19 @@ def _declared_length(value: str | None) -> int | None:
     return int(value) if len(value) <= 18 else 10**18
 
 
-def _too_large(limits: RequestLimits, declared: int | None) -> HttpError:
-    if declared is not None and declared > limits.max_body_bytes:
-        message = f"request body is {declared} bytes; the limit is {limits.max_body_bytes}"
-    else:
-        message = f"request body exceeds the limit of {limits.max_body_bytes} bytes"
-    return HttpError(413, "request_too_large", message, headers=_CLOSE)
+def _too_large_message(limits: RequestLimits, declared: int | None) -> str:
+    if declared is not None:
+        return f"request body is {declared} bytes; the limit is {limits.max_body_bytes}"
+    return f"request body exceeds the limit of {limits.max_body_bytes} bytes"
+
+
+class BodyRefused(HttpError):
+    """A 413 given before the body was all read; ``linger``: the bounds within which the
+    rest of it is read after the answer, None when none is coming or too much would be."""
+
+    def __init__(self, message: str, linger: RequestLimits | None) -> None:
+        super().__init__(413, "request_too_large", message, headers=_CLOSE)
+        self.linger = linger
 
 
 _CLOSE = {"connection": "close"}
@@ -576,6 +623,7 @@ class McpRoute:
         request = Request(scope, receive)
         service = _service(request)
         who = authenticate(service, request)
+        refuse_declared_oversize(request, service.limits)  # the SDK's 413 would reset urllib
         await prepare_tools(service)  # `ask` may name the MCP servers' tools too
         from agentloop.mcp_server import PLAN_PARAMS, McpEndpoint, Seat, ToolChoice
 

@@ -6,4 +6,6 @@
 # The working directory is the function code (/var/task). The runtime would put the layers
 # (/opt/python) and its own directory on sys.path for a handler; a script must add them itself.
 export PYTHONPATH="/opt/python:${LAMBDA_RUNTIME_DIR:-/var/runtime}${PYTHONPATH:+:$PYTHONPATH}"
+# No access log: the app logs one line per run, and a request line could carry a token in its
+# query string (the app strips those too; tests/integration/test_access_log.py runs this script).
 exec python3 -m uvicorn --host 127.0.0.1 --port "${PORT:-8080}" --no-access-log chat_app:app

@@ -7,15 +7,18 @@ on loopback (raw sockets, urllib, http.client) where the socket's behaviour is t
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
 import math
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -29,6 +32,7 @@ from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, create_app
 from tests.fakes.loopback import LoopbackServer
+from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
 from tests.sample_tools import echo, sleeper
@@ -202,7 +206,7 @@ def read_until_closed(sock: socket.socket) -> tuple[int, dict[str, Any], bytes]:
 
 # -- 2. a 413 the client can read ---------------------------------------------------------------
 
-BIG = 12_000_000  # well past what loopback socket buffers absorb, so no luck involved
+BIG = 7_000_000  # 7 times the 1 MB limit, past what loopback socket buffers absorb: no luck
 
 
 def _post_urllib(port: int, path: str) -> tuple[int, dict[str, Any]]:
@@ -232,26 +236,182 @@ def _post_chunked(port: int, path: str) -> tuple[int, dict[str, Any]]:
     return response.status, json.loads(response.read())
 
 
+def _post_raw(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    """A client that writes its whole request before it reads a byte; the server must also
+    close the connection (``read_until_closed`` returns only then)."""
+    sock = send_head(port, path, content_length=BIG, body=b" " * BIG)
+    with sock:
+        status, body, _ = read_until_closed(sock)
+    return status, body
+
+
 @pytest.mark.parametrize(
     ("post", "fragment"),
     [
-        (_post_urllib, f"request body is {BIG} bytes; the limit is 64000"),
-        (_post_chunked, "request body exceeds the limit of 64000 bytes"),
+        (_post_urllib, f"request body is {BIG} bytes; the limit is 1000000"),
+        (_post_chunked, "request body exceeds the limit of 1000000 bytes"),
+        (_post_raw, f"request body is {BIG} bytes; the limit is 1000000"),
     ],
-    ids=["content-length", "chunked"],
+    ids=["urllib", "chunked", "raw-socket"],
 )
 @pytest.mark.parametrize("route", ROUTES)
 def test_a_client_that_sends_everything_first_reads_the_413(
     post: Callable[[int, str], tuple[int, dict[str, Any]]], fragment: str, route: str
 ) -> None:
-    # Before: the server answered and closed mid-upload; the client saw ECONNRESET/EPIPE.
-    limits = RequestLimits(max_body_bytes=64_000, max_discard_bytes=32_000_000)
-    with serve(make_service(limits=limits)) as server:
+    # Before: past 4 MB the server answered and closed mid-upload; the client saw
+    # ECONNRESET/EPIPE. Now the answer goes out at once and the rest is read and dropped.
+    with serve(make_service()) as server:
+        started = time.monotonic()
         status, body = post(server.port, route)
+        took = time.monotonic() - started
 
     assert status == 413
     assert body["error"]["type"] == "request_too_large"
     assert fragment in body["error"]["message"]
+    assert took < 5, "the connection is not held for long"
+
+
+def test_mcp_answers_a_declared_oversized_body_readably() -> None:
+    # The MCP SDK's own 413 (sent while urllib is still sending) reached it as a reset.
+    with serve(make_service()) as server:
+        status, body = _post_urllib(server.port, "/mcp")
+    assert status == 413
+    assert body["error"]["message"] == f"request body is {BIG} bytes; the limit is 1000000"
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_fetch_reads_the_413_of_a_7mb_body(route: str) -> None:
+    with serve(make_service()) as server:
+        result = run_node(
+            "fetch_oversized.mjs", {"url": server.url + route, "token": TOKEN, "size": BIG}
+        )
+
+    assert "thrown" not in result, result
+    assert result["status"] == 413
+    assert result["body"]["error"]["message"] == (
+        f"request body is {BIG} bytes; the limit is 1000000"
+    )
+
+
+def read_answer(sock: socket.socket) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of one response, read by its content-length (the connection
+    may stay open)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536) or _closed()
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(65536) or _closed()
+    return int(head.split()[1]), json.loads(body)
+
+
+def _closed() -> bytes:
+    raise AssertionError("the connection closed before the answer was complete")
+
+
+def wait_closed(sock: socket.socket) -> None:
+    """Return once the server has ended the connection (the socket's timeout raises else)."""
+    with contextlib.suppress(ConnectionResetError):
+        while sock.recv(65536):
+            pass
+
+
+@pytest.mark.parametrize("declared", [2_000_000, 50_000_000])
+def test_a_declared_oversized_body_is_answered_at_once(declared: int) -> None:
+    # Before: a declared length under the old 4 MB drain bound waited out the 10 s body
+    # timeout before its 413. Now the answer comes at once, and a client that then sends
+    # nothing more loses its connection after a short idle bound.
+    with serve(make_service()) as server:
+        started = time.monotonic()
+        sock = send_head(server.port, "/chat", content_length=declared)
+        with sock:
+            status, body = read_answer(sock)
+            answered = time.monotonic() - started
+            wait_closed(sock)
+            closed = time.monotonic() - started
+
+    assert status == 413
+    assert f"request body is {declared} bytes; the limit is 1000000" in body["error"]["message"]
+    assert answered < 3, "answered well before the 10 s body timeout"
+    assert closed < 5, "the connection is not held for long"
+
+
+def test_the_413_is_read_while_the_body_is_still_coming() -> None:
+    # A client may read while it sends (an HTTP/2-era habit): it has the answer at once.
+    with serve(make_service()) as server:
+        sock = send_head(server.port, "/chat", content_length=BIG, body=b" " * 2_000_000)
+        with sock:
+            status, body = read_answer(sock)
+            sock.sendall(b" " * (BIG - 2_000_000))
+            wait_closed(sock)
+    assert status == 413
+    assert body["error"]["type"] == "request_too_large"
+
+
+def _keep_sending(sock: socket.socket, piece: bytes, pause_s: float) -> None:
+    """A client that sends a chunked body that never ends, until the server cuts it off."""
+    with contextlib.suppress(OSError):
+        while True:
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            time.sleep(pause_s)
+
+
+@pytest.mark.parametrize(
+    ("limits", "piece", "pause_s"),
+    [
+        # fast and endless: cut by the byte bound
+        (RequestLimits(max_discard_bytes=3_000_000, linger_s=30), b" " * 65536, 0),
+        # a trickle: never idle for long, cut by the time bound
+        (RequestLimits(linger_s=0.5, linger_idle_s=0.4), b" ", 0.05),
+    ],
+    ids=["bytes", "time"],
+)
+def test_a_body_that_never_ends_loses_its_connection(
+    limits: RequestLimits, piece: bytes, pause_s: float
+) -> None:
+    with serve(make_service(limits=replace(limits, max_body_bytes=1000))) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        head = (
+            f"POST /chat HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        sock.sendall(head.encode() + b"7d0\r\n" + b" " * 2000 + b"\r\n")  # past the limit
+        sender = threading.Thread(target=_keep_sending, args=(sock, piece, pause_s))
+        started = time.monotonic()
+        sender.start()
+        with sock:
+            status, body = read_answer(sock)
+            wait_closed(sock)
+            closed = time.monotonic() - started
+            with contextlib.suppress(OSError):  # stop the sender, if the server has not
+                sock.shutdown(socket.SHUT_RDWR)
+            sender.join(timeout=10)
+
+    assert status == 413
+    assert "request body exceeds the limit of 1000 bytes" in body["error"]["message"]
+    assert closed < 5, "cut off by a bound, not held until the client stops"
+    assert not sender.is_alive()
+
+
+def test_a_client_that_waits_for_100_continue_is_answered_at_once() -> None:
+    with serve(make_service()) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        head = (
+            f"POST /chat HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {BIG}\r\n"
+            "Expect: 100-continue\r\n\r\n"
+        )
+        sock.sendall(head.encode())
+        with sock:
+            status, body, head_bytes = read_until_closed(sock)
+    assert status == 413, "no 100 Continue: the client is told at once and sends nothing"
+    assert b"100 Continue" not in head_bytes
+    assert body["error"]["type"] == "request_too_large"
 
 
 def test_a_body_past_the_discard_bound_is_refused_without_reading() -> None:
@@ -263,7 +423,7 @@ def test_a_body_past_the_discard_bound_is_refused_without_reading() -> None:
 
     assert status == 413
     assert "request body is 1000000000 bytes" in body["error"]["message"]
-    assert time.monotonic() - started < 2, "answered at once, not after the body timeout"
+    assert time.monotonic() - started < 2, "answered and closed at once, not lingering"
 
 
 # -- 3. a stalled body --------------------------------------------------------------------------

@@ -73,9 +73,15 @@ class RequestLimits:
     """Longest number literal accepted: far below Python's 4300-digit int limit."""
     body_timeout_s: float = 10.0
     """Time to receive the whole body: a stalled client gets 408 and the connection closes."""
-    max_discard_bytes: int = 4_000_000
-    """A body over the limit is still read (and thrown away) up to this many bytes in all, so
-    a client that sends everything before reading its answer can read the 413."""
+    max_discard_bytes: int = 64_000_000
+    """After a 413 the rest of the body is read and thrown away, up to this many bytes, so a
+    client that sends everything before reading its answer can read it (a lingering close);
+    a body declared larger is not waited for: its connection closes with the answer."""
+    linger_s: float = 5.0
+    """How long that reading may go on in all: a client that keeps sending is cut off."""
+    linger_idle_s: float = 1.0
+    """How long it waits for the next bytes: a client that has stopped sending (it declared
+    more than it sends, or reads its answer first) loses the connection this soon."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RequestLimits:

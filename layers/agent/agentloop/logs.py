@@ -1,7 +1,8 @@
 """Logging settings that every deployed function shares (chat, research), and the request id.
 
 HTTP clients log each request's URL at INFO, and a search URL carries the user's words (a
-prompt, in a research job): those loggers are kept at WARNING wherever logs are shipped.
+prompt, in a research job): those loggers are kept at WARNING wherever logs are shipped. The
+server's own request lines (uvicorn's access log, on under ``make dev``) lose their query strings.
 Kept in the layer so the functions cannot drift apart.
 """
 
@@ -22,3 +23,39 @@ def quiet_request_loggers() -> None:
     """Raise :data:`QUIET_LOGGERS` to WARNING, so no request URL reaches the logs."""
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+SERVER_LOGGERS = ("uvicorn.access", "uvicorn.error")
+"""Where uvicorn writes request lines: the access log, and WebSocket attempts on its error log."""
+
+
+class NoQueryStrings(logging.Filter):
+    """Cuts the query string off every request target among a record's arguments.
+
+    A client may send its token in the query string (``?access_token=...``), and tokens never
+    belong in a log; uvicorn's request lines pass the target as an argument, and headers not at
+    all. The path stays: the line still says what was asked for.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_without_query(arg) for arg in record.args)
+        return True
+
+
+def _without_query(arg: object) -> object:
+    if isinstance(arg, str) and arg.startswith("/"):
+        return arg.partition("?")[0]
+    return arg
+
+
+def hide_query_strings() -> None:
+    """Install :class:`NoQueryStrings` on uvicorn's request loggers (once, however often called).
+
+    On the loggers, not their handlers: uvicorn's log set-up replaces handlers but keeps
+    filters, and it runs before the app is imported.
+    """
+    for name in SERVER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, NoQueryStrings) for f in logger.filters):
+            logger.addFilter(NoQueryStrings())
