@@ -2,23 +2,33 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# Two stamps: the server's dependencies (what make dev, chat, invoke and research need), then
+# the test and lint tools on top (make test, lint); pyproject.toml's extras `server` and `dev`.
+STAMP     := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
 .DEFAULT_GOAL := help
 .PHONY: help install test lint format schema chat dev invoke validate package bench
 
+# The help texts are this file's `## ` comments, with $(PORT) filled in, in one aligned column.
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/\$$(PORT)/$(PORT)/g' | awk -F':.*## ' \
+	  '{ name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1) } \
+	   END { for (i = 1; i <= NR; i++) printf "  %-" width "s  %s\n", name[i], text[i] }'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,chat]"
+	$(BIN)/python -m pip install --quiet -e ".[server]"
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install the project with its dev tools
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(DEV_STAMP)
 
-test: $(STAMP) chromium bwrap node-clients ## run every test (Chromium and bubblewrap are installed as root)
+install: $(DEV_STAMP) ## create .venv with the project, its test and lint tools
+
+test: $(DEV_STAMP) chromium bwrap node-clients ## run every test (Chromium and bubblewrap are installed as root)
 	$(BIN)/python -m pytest
 
 # ---- code isolation: execute_code runs local programs under bubblewrap (Debian's bubblewrap,
@@ -72,15 +82,15 @@ chromium: ## make sure Chromium is there for the browser tests (apt-get install 
 	  fi; \
 	fi
 
-screenshot: $(STAMP) chromium ## write docs/chat-page.png (the chat page, scripted model, Chromium)
+screenshot: $(DEV_STAMP) chromium ## write docs/chat-page.png (the chat page, scripted model, Chromium)
 	$(BIN)/python -m tests.e2e.screenshot docs/chat-page.png
 
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict on the library
+lint: $(DEV_STAMP) ## ruff, ruff format --check, mypy --strict on the library
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-format: $(STAMP) ## apply ruff fixes and formatting
+format: $(DEV_STAMP) ## apply ruff fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
@@ -93,7 +103,7 @@ chat: ## ask the agent once from the terminal: make chat Q="question"
 	@if [ -z "$$(printf '%s' "$$Q" | tr -d '[:space:]')" ]; then \
 	  echo 'usage: make chat Q="your question"' >&2; exit 2; \
 	fi
-	@$(MAKE) --no-print-directory $(STAMP)
+	@$(MAKE) -q $(STAMP) || $(MAKE) --no-print-directory $(STAMP)
 	$(BIN)/python -m agentloop chat "$$Q"
 
 # Research jobs, locally and concurrently, the way the worker runs them; results go to
@@ -118,7 +128,7 @@ $(BENCH_STAMP): pyproject.toml bench/requirements.txt
 	$(BENCH_BIN)/python -m pip install --quiet -e ".[chat]" -r bench/requirements.txt
 	touch $@
 
-bench: $(STAMP) $(BENCH_STAMP) node-clients ## measure agentloop vs bare SDKs and frameworks; writes docs/benchmarks.md
+bench: $(DEV_STAMP) $(BENCH_STAMP) node-clients ## measure agentloop vs bare SDKs and frameworks; writes docs/benchmarks.md
 	$(BENCH_BIN)/python bench/run.py
 	$(BIN)/python bench/research_throughput.py
 
@@ -127,7 +137,7 @@ PORT ?= 8000
 AGENTLOOP_AUTH_MODE ?= none
 export AGENTLOOP_AUTH_MODE
 
-dev: $(STAMP) bwrap ## serve the chat app on http://127.0.0.1:$(PORT) (keys from the environment)
+dev: $(STAMP) bwrap ## serve the chat app on http://127.0.0.1:$(PORT) (keys from the environment; installs only the server)
 	$(BIN)/python -m uvicorn --app-dir functions/chat --host 127.0.0.1 --port $(PORT) chat_app:app
 
 # The sample events carry "Bearer local-dev-token": make invoke checks it like the deployed app.
@@ -166,5 +176,5 @@ validate: $(INFRA_STAMP) ## cfn-lint and sam validate --lint on template.yaml (o
 	$(INFRA_ENV) $(INFRA_BIN)/cfn-lint template.yaml
 	$(INFRA_ENV) $(INFRA_BIN)/sam validate --lint --template template.yaml
 
-package: ## build the layer and chat function for python3.13/arm64 into build/, print sizes
+package: ## build the layer and the functions for python3.13/arm64 into build/, print sizes
 	$(PYTHON) functions/package.py
