@@ -1,8 +1,9 @@
 """Where code runs: in this process tree (``local``) or in the sandbox function (``lambda``).
 
 Both end in the same runner; the Lambda backend only carries the request and the outcome
-across ``lambda:InvokeFunction``. boto3 (present in the Lambda runtime, a dev dependency
-locally) is imported on first use, and one client per configuration is kept.
+across ``lambda:InvokeFunction``. boto3 (present in the Lambda runtime; locally the ``aws``
+extra, which ``make dev`` installs) is imported on first use, and one client per configuration
+is kept.
 
 A run belongs to a *tenant*: the caller the chat app authenticated (``SANDBOX_TENANT_KEY`` in
 the run's extras). When the sandbox function has Lambda's per-tenant isolation
