@@ -221,3 +221,35 @@ def test_an_example_prompt_fills_the_message_box(
 
     page.get_by_role("button", name="New chat").click()
     expect(page.get_by_role("list", name="Example prompts").get_by_role("button")).to_have_count(4)
+
+
+def test_on_a_phone_the_settings_are_a_sheet_closed_with_escape_or_close(
+    page: Page, serve_chat: ServeChat
+) -> None:
+    server = serve_chat([])
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(server.url + "/")
+    toggle = settings_button(page)
+    panel = page.get_by_role("complementary", name="Settings")
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+
+    toggle.click()
+    expect(panel).to_be_visible()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    expect(page.get_by_role("heading", name="Settings")).to_be_focused()
+    # Tab never lands behind the sheet: that part of the page is inert.
+    reached = set()
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        reached.add(page.evaluate("() => document.activeElement.id || document.activeElement.name"))
+        assert page.evaluate("() => !document.activeElement.closest('.top, .chat-column')")
+    assert {"set-model", "set-token-budget", "settings-close"} <= reached
+    page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    expect(toggle).to_be_focused()
+    expect(page.get_by_role("textbox", name="Message")).to_be_editable()
+
+    toggle.click()
+    page.get_by_role("button", name="Close").click()
+    expect(panel).to_be_hidden()
+    expect(toggle).to_be_focused()

@@ -1500,10 +1500,19 @@
     // narrow one (CSS decides); the toggle, Close and Escape open and close it.
     const settingsPanel = document.getElementById("settings");
     const settingsToggle = document.getElementById("settings-toggle");
+    // On a narrow screen the open panel covers the page: what is behind it is inert.
+    const narrow = window.matchMedia("(max-width: 760px)");
+    const behindSheet = [document.querySelector(".top"), document.querySelector(".chat-column")];
+    const updateInert = () => {
+      const covered = !settingsPanel.hidden && narrow.matches;
+      for (const node of behindSheet) node.inert = covered;
+    };
+    narrow.addEventListener("change", updateInert);
     const setSettingsOpen = (open, focus = true) => {
       settingsPanel.hidden = !open;
       settingsToggle.setAttribute("aria-expanded", String(open));
       document.body.classList.toggle("settings-open", open);
+      updateInert();
       if (!focus) return;
       if (open) document.getElementById("settings-title").focus();
       else settingsToggle.focus();
