@@ -3,9 +3,9 @@
     make screenshot      (or: .venv/bin/python -m tests.e2e.screenshot [output.png])
 
 writes docs/chat-page.png (a finished answer with tool cards, a code result as terminal
-output and the sources, at 1280x800) and, in test-output/screenshots/, the page at 1280x800
-and 390x844: empty (with the example prompts), settings open (its top and its end), and
-that answer.
+output and the sources, 1280 wide and as tall as the conversation) and, in
+test-output/screenshots/, the page at 1280x800 and 390x844: empty (with the example prompts),
+settings open (its top and its end), and that answer.
 
 Same setup as the browser tests: the chat app on a loopback port, the scripted model behind
 it, Debian's Chromium driven by Playwright. The tools are stand-ins with canned results, so
@@ -219,6 +219,11 @@ def main(argv: list[str]) -> int:
                 script_answer(llm)
                 ask_and_wait(page)
                 page.get_by_role("textbox", name="Message").fill("And Toulouse?")
+                # The README's picture: tall enough for the whole conversation, question first.
+                hidden = page.locator("#conversation").evaluate(
+                    "(c) => c.scrollHeight - c.clientHeight"
+                )
+                page.set_viewport_size({"width": 1280, "height": min(800 + hidden, 1400)})
                 page.screenshot(path=str(output))
             finally:
                 browser.close()
