@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Dialog, Page, expect
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -76,7 +76,12 @@ def test_sources_are_links_under_the_answer_and_a_title_stays_text(
         Reply(text="Free threading drops the GIL; the cafe opens at nine."),
     )
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def record(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", record)
     open_chat(page, server, tools=("search_web", "scrape"))
 
     send(page, "What is free threading, and when does the cafe open?")
