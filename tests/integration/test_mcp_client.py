@@ -22,11 +22,19 @@ from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.defaults import mcp_tools_from_env
 from agentloop.events import Done
+from agentloop.mcp.client import MAX_DESCRIPTION_CHARS, MAX_TOOLS
 from agentloop.mcp.config import servers_from_env
 from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, create_app
 from tests.fakes.loopback import LoopbackServer
-from tests.fakes.mcp_server import Gate, serve
+from tests.fakes.mcp_server import (
+    Answer,
+    Gate,
+    huge_json_answer,
+    json_answer,
+    raw_answer,
+    serve,
+)
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, parse_sse, tool_payload
 from tests.sample_tools import echo
@@ -338,3 +346,238 @@ def test_a_server_that_comes_back_is_used_again(
     assert _results(stack.chat(["fake__echo"]))["fake__echo"] == {"ok": True, "result": "b"}
     sessions = {h.get("mcp-session-id") for h in stack.gate.seen} - {None}
     assert len(sessions) == 2
+
+
+# -- a hostile server ---------------------------------------------------------------------------
+
+MB = 1 << 20
+
+
+def _deep(request: dict[str, Any]) -> tuple[str, list[bytes]]:
+    """A result whose structured content is nested 5,000 deep."""
+    head = b'{"jsonrpc":"2.0","id":%d,"result":{"content":[],"structuredContent":' % request["id"]
+    return "application/json", [head, b'{"a":' * 5_000 + b"1" + b"}" * 5_000, b"}}"]
+
+
+MALFORMED: dict[str, tuple[Answer, str]] = {
+    "wrong types": (
+        json_answer({"content": [{"type": "text", "text": 123}]}),
+        "not valid MCP: content.0.TextContent.text: Input should be a valid string",
+    ),
+    "unknown content": (
+        json_answer({"content": [{"type": "hologram", "data": "x"}]}),
+        "not valid MCP: content.0",
+    ),
+    "no content": (json_answer({}), "not valid MCP: content: Field required"),
+    "structured string": (
+        json_answer({"content": [], "structuredContent": "{not json"}),
+        "not valid MCP: structuredContent: Input should be a valid dictionary",
+    ),
+    "null result": (json_answer(None), "Failed to parse JSON response"),
+    "not json": (raw_answer("application/json", b"this is not json {"), "Invalid JSON"),
+    "event not json": (
+        raw_answer("text/event-stream", b"event: message\ndata: }{\n\n"),
+        "Failed to parse SSE message",
+    ),
+    "html": (raw_answer("text/html", b"<html>hi</html>"), "Unexpected content type"),
+    "nested 5,000 deep": (_deep, "recursion limit exceeded"),
+    "error of images": (
+        json_answer(
+            {"isError": True, "content": [{"type": "image", "data": "!!", "mimeType": "x/y"}]}
+        ),
+        "fake__probe answered with an error: no details",
+    ),
+    "error flag not a boolean": (
+        json_answer({"isError": "yes", "content": []}),
+        "fake__probe answered with an error: no details",
+    ),
+    "error of 500,000 characters": (
+        json_answer({"isError": True, "content": [{"type": "text", "text": "E" * 500_000}]}),
+        "fake__probe answered with an error: EEEE",
+    ),
+    "64 MB of plain JSON": (huge_json_answer(64), "over 1,048,576 bytes, more than is read"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_or_huge_result_is_an_error_the_model_reads(
+    stack: Stack, llm: ScriptedLLM, case: str
+) -> None:
+    """The call's result is a short error saying what was wrong; the server's next call
+    works (a fresh session), and the run ends with its answer."""
+    answer, expected = MALFORMED[case]
+    stack.gate.forged["tools/call:probe"] = answer
+    llm.script(
+        Reply(tool_calls=[call("fake__probe", case=case)]),
+        Reply(tool_calls=[call("fake__echo", text="still there")]),
+        Reply(text="Done."),
+    )
+    frames = stack.chat(["fake__probe", "fake__echo"])
+    results = _results(frames)
+    assert results["fake__probe"]["ok"] is False
+    assert expected in results["fake__probe"]["error"]
+    assert len(results["fake__probe"]["error"]) <= 2_000
+    assert results["fake__echo"] == {"ok": True, "result": "still there"}
+    assert _done(frames)["stop_reason"] == "completed"
+    assert _done(frames)["text"] == "Done."
+    read = [m["content"] for m in llm.requests[1].messages if m["role"] == "tool"]
+    assert [tool_payload(c) for c in read] == [results["fake__probe"]]
+
+
+def test_a_huge_plain_json_body_is_not_read_past_the_bound(stack: Stack, llm: ScriptedLLM) -> None:
+    """The client stops reading at 1 MB and hangs up: the server gets no further than what
+    the sockets' buffers hold (a few MB), not the 64 MB it meant to send."""
+    stack.gate.forged["tools/call:probe"] = huge_json_answer(64)
+    llm.script(Reply(tool_calls=[call("fake__probe", case="huge")]), Reply(text="Done."))
+    frames = stack.chat(["fake__probe"])
+    assert "more than is read" in _results(frames)["fake__probe"]["error"]
+    assert stack.gate.sent["tools/call:probe"] < 24 * MB
+
+
+def test_huge_and_many_results_from_the_real_server_are_bounded(
+    stack: Stack, llm: ScriptedLLM
+) -> None:
+    """Through the SDK's own server: 20 MB in one event is refused at the bound; 300,000
+    characters and 5,000 images are cut to the tool-result bound; audio, a binary resource
+    (even one that is not base64) and a link are described, not passed on."""
+    llm.script(
+        Reply(tool_calls=[call("fake__flood", chars=20 * MB)]),
+        Reply(tool_calls=[call("fake__flood", chars=300_000)]),
+        Reply(tool_calls=[call("fake__many", count=5_000)]),
+        Reply(tool_calls=[call("fake__mixed")]),
+        Reply(text="Done."),
+    )
+    frames = stack.chat(["fake__flood", "fake__many", "fake__mixed"])
+    assert _done(frames)["stop_reason"] == "completed"
+    contents = [d["content"] for e, d in frames if e == "tool_call_result"]
+    refused, long, many, mixed = (tool_payload(c) for c in contents)
+    assert refused["ok"] is False
+    assert "exceeded the 1048576 byte limit" in refused["error"]
+    limit = TEST_CONFIG.tool_result_max_chars
+    for cut in (long, many):
+        assert cut["ok"] is True
+        assert cut["truncated"] is True
+    assert all(len(c) <= limit for c in contents)
+    assert many["result"].startswith('{"content": [{"type": "image", "mime_type": "image/png"')
+    assert mixed == {
+        "ok": True,
+        "result": {
+            "content": [
+                {"type": "text", "text": "see attached"},
+                {
+                    "type": "audio",
+                    "mime_type": "audio/wav",
+                    "bytes": 400,
+                    "note": "the audio is not shown to the model",
+                },
+                {
+                    "type": "resource",
+                    "uri": "file:///data.bin",
+                    "mime_type": "application/octet-stream",
+                    "bytes": 8,
+                },
+                {"type": "resource_link", "uri": "https://example.com/r", "name": "r"},
+            ]
+        },
+    }
+
+
+def _listed(name: str, schema: Any = None, description: str = "A tool.") -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "inputSchema": {"type": "object"} if schema is None else schema,
+    }
+
+
+HOSTILE_LIST = [
+    _listed("fine", description="the first"),
+    _listed("fine", description="the second"),
+    _listed("wordy", description="w" * 100_000),
+    _listed("bad_schema", {"type": "object", "properties": {"a": {"type": "nope"}}}),
+    _listed(
+        "huge_schema",
+        {"type": "object", "properties": {f"p{i}": {"description": "d" * 100} for i in range(300)}},
+    ),
+    _listed("bad name"),
+    _listed("dotted.name"),
+    _listed("n" * 61),
+    _listed("_shadow"),
+    *(_listed(f"t{i}") for i in range(300)),
+]
+
+
+def test_a_hostile_tool_list_is_checked_tool_by_tool(
+    stack: Stack, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unusable tools are left out (and are not on the page), said in one log line; a
+    description is cut to what providers accept; one name is one tool; a server lists at
+    most MAX_TOOLS."""
+    stack.gate.forged["tools/list"] = json_answer({"tools": HOSTILE_LIST})
+    listed = stack.tools()["mcp_servers"][0]
+    [logged] = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert logged.startswith("MCP server fake: 8 left out: 'fine' (listed twice")
+    assert logged.endswith("; ...")
+    assert listed["reachable"] is True
+    names = set(listed["tools"])
+    assert {"fake__fine", "fake__wordy", "fake__t0"} <= names
+    left_out = {"bad_schema", "huge_schema", "bad name"}
+    left_out |= {"dotted.name", "n" * 61, "_shadow"}
+    assert not names & {f"fake__{n}" for n in left_out}
+    assert len(names) == MAX_TOOLS
+
+    for name in ("fake__bad_schema", "fake__bad name", "fake__t299"):
+        body = {"messages": [{"role": "user", "content": "x"}], "tools": [name]}
+        response = httpx.post(f"{stack.app.url}/chat", json=body, headers=AUTH, timeout=30)
+        assert response.status_code == 422, name
+
+    llm.script(Reply(text="Fine."))
+    assert _done(stack.chat(["fake__fine", "fake__wordy"]))["text"] == "Fine."
+    shown = {t["function"]["name"]: t["function"] for t in llm.requests[0].body["tools"]}
+    assert shown["fake__fine"]["description"] == "the first"
+    assert len(shown["fake__wordy"]["description"]) == MAX_DESCRIPTION_CHARS
+    assert shown["fake__wordy"]["description"].endswith("…")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        json_answer({"tools": [_listed("ok"), _listed("x", {"type": "string"})]}),
+        json_answer({"tools": [_listed("ok"), {"name": "x", "inputSchema": "a string"}]}),
+        json_answer({"tools": "none"}),
+        raw_answer("application/json", b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": ['),
+        huge_json_answer(16),
+    ],
+    ids=["schema for a string", "schema a string", "tools not a list", "cut off", "16 MB"],
+)
+def test_a_listing_that_cannot_be_read_leaves_the_server_without_tools(
+    stack: Stack, llm: ScriptedLLM, answer: Answer
+) -> None:
+    """The SDK validates a page as a whole: one tool whose schema is not for an object, and
+    the server has no tools (as if it were down), which costs only its own tools."""
+    stack.gate.forged["tools/list"] = answer
+    assert stack.tools()["mcp_servers"] == [{"server": "fake", "tools": [], "reachable": False}]
+    body = {"messages": [{"role": "user", "content": "x"}], "tools": ["fake__ok"]}
+    response = httpx.post(f"{stack.app.url}/chat", json=body, headers=AUTH, timeout=30)
+    assert response.status_code == 422
+    llm.script(Reply(text="Fine without."))
+    assert _done(stack.chat(["echo"]))["text"] == "Fine without."
+
+
+def test_a_storm_of_list_changed_notifications_costs_one_listing_at_a_time(
+    stack: Stack, llm: ScriptedLLM
+) -> None:
+    """200 notifications in a row: the client lists again, but never two listings at once,
+    and the tool that was added is offered."""
+    llm.script(Reply(tool_calls=[call("fake__storm", times=200)]), Reply(text="Stormed."))
+    assert _results(stack.chat(["fake__storm"]))["fake__storm"]["ok"] is True
+    deadline = time.monotonic() + 10
+    while "fake__late" not in stack.tools()["mcp_servers"][0]["tools"]:
+        assert time.monotonic() < deadline, "the list_changed notifications were not acted on"
+        time.sleep(0.05)
+    llm.script(Reply(tool_calls=[call("fake__late")]), Reply(text="Late."))
+    assert _results(stack.chat(["fake__late"]))["fake__late"]["ok"] is True
+    after = stack.gate.requests[stack.gate.requests.index("tools/call:storm") :]
+    # Each notification used to start a listing of its own (about 100 of the 200 here); one
+    # at a time, a listing starts again only if the list changed while it ran: a handful.
+    assert 1 <= after.count("tools/list") <= 20

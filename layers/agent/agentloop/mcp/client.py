@@ -10,6 +10,16 @@ reconnects. Every failure of a call — unreachable, slow, an error result, canc
 Result rendering (``render``): text as text; an image or audio as what it is (type, size),
 not its base64, which would spend thousands of tokens the model cannot see as a picture; an
 embedded resource as its URI and text (a binary one by type and size); a resource link by URI.
+
+A server is not trusted to be well-behaved. No message from it is read past
+``MAX_MESSAGE_BYTES`` (a plain JSON body is cut off by ``_bound_body``, an event stream's
+events by the SDK's own limit), so memory stays bounded whatever it sends; a result the SDK
+cannot validate is a ToolError naming the first problem; the executor then cuts what is
+left to the tool-result bound. A listing is checked tool by tool (``_unusable``): a tool
+whose name is unusable or could be mistaken for another server's, whose schema is not a JSON
+Schema or is huge, is left out (one log line per listing); a description is cut to what
+providers accept; a server lists at most ``MAX_TOOLS``. A storm of ``list_changed``
+notifications costs one listing at a time.
 """
 
 from __future__ import annotations
@@ -17,21 +27,24 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentloop.mcp.config import McpServerConfig
 from agentloop.tools.base import Tool, ToolContext, ToolError
 from agentloop.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    import httpx2
     from mcp import Client
     from mcp.types import CallToolResult
+    from mcp.types import Tool as ListedTool
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +54,15 @@ LOAD_TIMEOUT_S = 5.0
 RETRY_AFTER_S = 30.0
 """A server that could not be listed is tried again by a request this much later."""
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+MAX_MESSAGE_BYTES = 1 << 20
+"""The most of one message (a result, a page of the listing) read from a server: the SDK's
+own limit for an event, held for plain JSON bodies too."""
+MAX_TOOLS = 256
+"""Tools taken from one server's listing; the rest are left out."""
+MAX_DESCRIPTION_CHARS = 1_024
+"""OpenAI refuses a request whose tool description is longer."""
+MAX_SCHEMA_CHARS = 20_000
+"""A tool's JSON Schema, as JSON: sent with every model call that offers the tool."""
 
 
 class AnyArguments(BaseModel):
@@ -74,6 +96,7 @@ class ServerLink:
         self._stop = asyncio.Event()
         self._stale = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._relisting: asyncio.Task[None] | None = None
 
     async def _session(self) -> Client:
         """The live session, connecting first if there is none (or it was dropped)."""
@@ -95,10 +118,15 @@ class ServerLink:
 
         try:
             http = create_mcp_http_client(headers=self.config.headers)
+            http.event_hooks = {**http.event_hooks, "response": [_bound_body]}
             async with (
                 http,
                 Client(
-                    streamable_http_client(self.config.url, http_client=http),
+                    streamable_http_client(
+                        self.config.url,
+                        http_client=http,
+                        max_sse_event_size=MAX_MESSAGE_BYTES,
+                    ),
                     mode="legacy",
                     message_handler=self._on_message,
                     cache=None,
@@ -121,36 +149,58 @@ class ServerLink:
 
         if isinstance(message, ToolListChangedNotification):
             self._stale = True
-            self._background(self._relist())
+            self._relist_soon()
 
-    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+    def _background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` on its own, keeping a reference so that it is not collected mid-way."""
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _relist_soon(self) -> None:
+        """List again, unless a listing is under way: it goes on while the list is stale, so
+        any number of notifications costs one listing at a time."""
+        if self._relisting is None or self._relisting.done():
+            self._relisting = self._background(self._relist())
 
     async def _relist(self) -> None:
         with contextlib.suppress(Exception):
-            await self.list_tools()
+            while self._stale:
+                await self.list_tools()
 
     async def list_tools(self) -> dict[str, RemoteTool]:
         """Fetch the listing (every page) and publish it; raises on failure."""
         try:
             client = await self._session()
             found: dict[str, RemoteTool] = {}
+            left_out: list[str] = []
             cursor: str | None = None
             for _ in range(50):
                 page = await self._guard(client.list_tools(cursor=cursor))
                 for item in page.tools:
-                    found[item.name] = RemoteTool(
-                        item.name, item.description or "", dict(item.input_schema)
-                    )
+                    if len(found) == MAX_TOOLS:
+                        left_out.append(f"every tool after the first {MAX_TOOLS}")
+                        break
+                    problem = _unusable(self.config.name, item, found)
+                    if problem is None:
+                        found[item.name] = _offered(item)
+                    else:
+                        left_out.append(f"{item.name[:80]!r} ({problem})")
                 cursor = page.next_cursor
-                if not cursor:
+                if not cursor or len(found) == MAX_TOOLS:
                     break
         except BaseException:
             self.failed_at = time.monotonic()
             raise
+        if left_out:  # one line, however many: a listing is the server's to make long
+            logger.warning(
+                "MCP server %s: %d left out: %s%s",
+                self.config.name,
+                len(left_out),
+                "; ".join(left_out[:5]),
+                "; ..." if len(left_out) > 5 else "",
+            )
         self.tools, self._stale, self.failed_at = found, False, None
         self._on_list(self)
         return found
@@ -165,7 +215,7 @@ class ServerLink:
         finally:
             cancelled.cancel()
         if self._stale:
-            self._background(self._relist())
+            self._relist_soon()
         return render(result, self.config.name, name)
 
     async def _guard(self, work: Any, *others: asyncio.Future[Any]) -> Any:
@@ -181,8 +231,15 @@ class ServerLink:
         if task in done:
             try:
                 return task.result()
-            except Exception as exc:
+            except ValidationError as exc:
                 self._stop.set()  # a session that failed once is not trusted: reconnect next time
+                raise ToolError(
+                    f"MCP server {self.config.name!r} sent a result that is not valid MCP: "
+                    f"{_first_problem(exc)}",
+                    hint="answer without this tool, or call it differently",
+                ) from exc
+            except Exception as exc:
+                self._stop.set()
                 raise ToolError(
                     f"MCP server {self.config.name!r} failed: {_describe(exc)}",
                     hint="try again later, or answer without this tool",
@@ -207,6 +264,81 @@ def _describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """Pydantic's first error, where and what, without the input it quotes."""
+    errors = exc.errors(include_url=False, include_input=False)
+    if not errors:
+        return "unreadable"
+    where = ".".join(str(part) for part in errors[0]["loc"]) or "(result)"
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return f"{where}: {errors[0]['msg']}{more}"[:300]
+
+
+async def _bound_body(response: httpx2.Response) -> None:
+    """httpx response hook: a body the SDK reads whole (JSON, errors) stops at the bound.
+
+    The error is an ``httpx2.StreamError``, which the SDK turns into a JSON-RPC error for the
+    request waiting on it. An event stream is left alone: the SDK bounds each of its events.
+    """
+    import httpx2
+
+    if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+        return
+    if isinstance(response.stream, httpx2.AsyncByteStream):
+        response.stream = _capped(response.stream)
+
+
+def _capped(inner: httpx2.AsyncByteStream) -> httpx2.AsyncByteStream:
+    import httpx2
+
+    class Capped(httpx2.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            seen = 0
+            async for chunk in inner:
+                seen += len(chunk)
+                if seen > MAX_MESSAGE_BYTES:
+                    raise httpx2.StreamError(
+                        f"the answer is over {MAX_MESSAGE_BYTES:,} bytes, more than is read"
+                    )
+                yield chunk
+
+        async def aclose(self) -> None:
+            await inner.aclose()
+
+    return Capped()
+
+
+def _offered(item: ListedTool) -> RemoteTool:
+    """A listed tool as it is offered: its description cut to what providers accept."""
+    description = item.description or ""
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
+    return RemoteTool(item.name, description, dict(item.input_schema))
+
+
+def _unusable(server: str, item: ListedTool, found: dict[str, RemoteTool]) -> str | None:
+    """Why a listed tool cannot be offered, or None."""
+    from jsonschema import validators
+    from jsonschema.exceptions import SchemaError
+
+    name = f"{server}{SEPARATOR}{item.name}"
+    if not (len(name) <= 64 and set(name) <= _NAME_OK):
+        return "not a valid tool name (letters, digits, '_' and '-'; 64 with the server's)"
+    if item.name.startswith("_"):
+        # "a" + "__" + "_x" would be named like server "a_"'s tool "x"
+        return "a name starting with '_' could be another server's tool"
+    if item.name in found:
+        return "listed twice (the first is kept)"
+    schema = dict(item.input_schema)
+    if len(json.dumps(schema, default=str)) > MAX_SCHEMA_CHARS:
+        return f"its input schema is over {MAX_SCHEMA_CHARS:,} characters"
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        return f"its input schema is not a JSON Schema: {exc.message[:120]}"
+    return None
 
 
 def render(result: CallToolResult, server: str, tool: str) -> Any:
@@ -331,11 +463,7 @@ class McpTools:
 
     def _publish(self, link: ServerLink) -> None:
         for remote in (link.tools or {}).values():
-            name = f"{link.config.name}{SEPARATOR}{remote.name}"
-            if not (len(name) <= 64 and set(name) <= _NAME_OK):
-                logger.warning("MCP tool %r left out: not a valid tool name", name)
-                continue
-            if self.registry.get(name) is None:
+            if self.registry.get(f"{link.config.name}{SEPARATOR}{remote.name}") is None:
                 self.registry.add(_make_tool(link, remote))
 
     async def ensure_loaded(self, wait_s: float = LOAD_TIMEOUT_S) -> None:
