@@ -17,7 +17,8 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
 from agentloop.logs import quiet_request_loggers
-from agentloop.research.planner import plan, sender_from_env
+from agentloop.research.jobs import JobCheck
+from agentloop.research.planner import plan, plan_check, sender_from_env
 from agentloop.research.worker import ResearchWorker
 
 _ON_LAMBDA = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
@@ -40,6 +41,16 @@ def known_tools() -> tuple[str, ...]:
 
 
 @functools.cache
+def job_check() -> JobCheck:
+    """Each job planned as the worker will (its settings and registry), so what it would
+    refuse - an unpriced model with a dollar limit, say - is rejected now."""
+    from agentloop.config import AgentConfig
+    from agentloop.defaults import default_registry
+
+    return plan_check(AgentConfig.from_env(), default_registry())
+
+
+@functools.cache
 def worker() -> ResearchWorker:
     """Built on the first batch and kept for the container's life (clients, event loop)."""
     return ResearchWorker.from_env()
@@ -52,6 +63,7 @@ def schedule_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         event,
         sender=sender_from_env(os.environ),
         known_tools=known_tools(),
+        check=job_check(),
         fallback_execution_id=f"manual-{context.aws_request_id}",
     )
     return summary.as_dict()

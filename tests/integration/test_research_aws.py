@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import yaml
 
-from agentloop.config import ConfigurationError
+from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.research.jobs import JobMessage
 from agentloop.research.store import LocalResultStore
 from agentloop.research.worker import IDEMPOTENCY_KEY_PREFIX, ResearchWorker
 from agentloop.tools.registry import ToolRegistry
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
+from tests.helpers import ROOT
+from tests.integration.test_sandbox_deploy import CloudFormationLoader
 
 BUCKET = "agentloop-results-test"
 TABLE = "agentloop-idempotency-test"
@@ -119,6 +122,7 @@ def aws(mocked_aws: None, monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> 
     monkeypatch.setenv("AGENTLOOP_IDEMPOTENCY_TABLE", TABLE)
     monkeypatch.setenv("AGENTLOOP_RESEARCH_QUEUE_URL", queue_url)
     research_handlers.worker.cache_clear()  # a fresh worker on this test's moto clients
+    research_handlers.job_check.cache_clear()  # and the planner's check on this test's settings
     try:
         yield Aws(s3, sqs, dynamodb, queue_url, queue_arn["Attributes"]["QueueArn"])
     finally:
@@ -218,6 +222,42 @@ def test_an_invalid_job_is_reported_and_the_valid_ones_run(aws: Aws, llm: Script
         f"{PREFIX}fourth/report.md",
         f"{PREFIX}fourth/transcript.json",
     ]
+
+
+def test_a_dollar_limit_on_a_model_with_no_price_is_rejected_when_planned(
+    aws: Aws, llm: ScriptedLLM
+) -> None:
+    """Refused by the planner, never queued: the worker would fail it three times over."""
+    llm.respond_with(by_prompt({}, answer_for))
+    event = schedule(
+        job("unpriced", model="groq:no-such-price", limits={"max_cost_usd": 0.5}),
+        job("priced", limits={"max_cost_usd": 0.5}),
+        job("unpriced-no-limit", model="groq:no-such-price"),
+    )
+
+    summary, response, records = plan_and_run(aws, event)
+
+    assert summary["jobs"] == ["priced", "unpriced-no-limit"]
+    [rejection] = summary["rejected"]
+    assert (rejection["job"], rejection["field"]) == ("unpriced", "limits.max_cost_usd")
+    assert rejection["message"].startswith("no price is known for model 'groq:no-such-price'")
+    assert response == {"batchItemFailures": []}
+    assert len(records) == 2
+    assert "Research question unpriced?" not in prompts_sent(llm)
+
+
+def test_the_deployed_planner_plans_with_the_workers_settings() -> None:
+    """Every agent setting the template gives the worker, the planner has too (the same
+    parameter), so the planner's plan of a job is the one the worker will make."""
+    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=CloudFormationLoader)
+    resources = template["Resources"]
+    worker = resources["ResearchWorkerFunction"]["Properties"]["Environment"]["Variables"]
+    planner = resources["ResearchPlannerFunction"]["Properties"]["Environment"]["Variables"]
+    agent = {f"AGENTLOOP_{name.upper()}" for name in AgentConfig.model_fields}
+    for name in agent & set(worker):
+        if name not in ("AGENTLOOP_MAX_ITERATIONS", "AGENTLOOP_TOKEN_BUDGET"):
+            assert planner.get(name) == worker[name], name
+    assert {"AGENTLOOP_DEFAULT_MODEL", "AGENTLOOP_ALLOWED_MODELS"} <= set(planner)
 
 
 def test_jobs_from_an_s3_json_lines_file(aws: Aws, llm: ScriptedLLM) -> None:

@@ -237,6 +237,30 @@ def test_the_cli_lists_rejected_jobs_and_runs_the_others(tmp_path: Path, llm: Sc
     assert "rejected: typo: prompt: Field required" in err.getvalue()
 
 
+def test_the_cli_rejects_a_dollar_limit_on_a_model_with_no_price_before_running(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    llm.respond_with(lambda req: Reply(text="ok"))
+    limits = {"max_cost_usd": 0.5}
+    jobs = write_jobs(
+        tmp_path / "jobs.json",
+        [
+            {"id": "unpriced", "prompt": "Unpriced?", "model": "groq:no-price", "limits": limits},
+            {"id": "fine", "prompt": "Fine?", "tools": [], "limits": limits},
+        ],
+    )
+    out, err = io.StringIO(), io.StringIO()
+
+    code = main([str(jobs), "--output", str(tmp_path / "out")], out=out, err=err)
+
+    assert code == 1
+    rows = {line.split()[0]: line for line in out.getvalue().splitlines()[2:]}
+    assert " completed " in rows["fine"]
+    assert "rejected" in rows["unpriced"]
+    assert "rejected: unpriced: limits.max_cost_usd: no price is known" in err.getvalue()
+    assert [r.messages[-1]["content"] for r in llm.requests] == ["Fine?"]
+
+
 def test_the_cli_exits_2_for_an_unusable_jobs_file(tmp_path: Path) -> None:
     bad = tmp_path / "jobs.json"
     bad.write_text("{not json")

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from agentloop.config import AgentConfig
+from agentloop.pricing import PriceOverride
 from agentloop.research.jobs import (
     JobMessage,
     JobsInputError,
@@ -17,6 +19,12 @@ from agentloop.research.jobs import (
     parse_jobs_text,
     parse_s3_uri,
 )
+from agentloop.research.planner import plan_check
+from agentloop.tools.registry import ToolRegistry
+from tests.sample_tools import double, echo
+
+PRICED = "groq:llama-3.3-70b-versatile"
+UNPRICED = "groq:no-such-price"
 
 
 def test_a_minimal_job_takes_the_deployments_defaults() -> None:
@@ -112,6 +120,50 @@ def test_unknown_tools_are_rejected_when_the_tools_are_known() -> None:
     [rejection] = parsed.rejections
     assert rejection.field == "tools"
     assert rejection.message == "unknown tool(s) ['teleport']; available: scrape, search_web"
+
+
+def test_a_job_the_worker_would_refuse_is_rejected_when_planned() -> None:
+    """The worker's own plan of each job (``plan_run``, nobody to ask for approval): a dollar
+    limit on a model with no known price, a model not allowed here, a tool that waits for a
+    person are rejections now, naming the job's field, not jobs failed (and retried) later."""
+    config = AgentConfig(allowed_models=("groq:*",), approval_tools=("echo",))
+    check = plan_check(config, ToolRegistry([echo, double]))
+    jobs = [
+        {"id": "unpriced", "prompt": "Q?", "model": UNPRICED, "limits": {"max_cost_usd": 1}},
+        {"id": "unpriced-no-limit", "prompt": "Q?", "model": UNPRICED},
+        {"id": "priced", "prompt": "Q?", "model": PRICED, "limits": {"max_cost_usd": 1}},
+        {"id": "not-allowed", "prompt": "Q?", "model": "openai:gpt-4o-mini"},
+        {"id": "asks", "prompt": "Q?", "tools": ["echo"]},
+        {"id": "fine", "prompt": "Q?", "tools": ["double"]},
+    ]
+
+    parsed = parse_jobs(jobs, check=check)
+
+    assert [job.id for job in parsed.jobs] == ["unpriced-no-limit", "priced", "fine"]
+    assert [(r.job, r.index, r.field) for r in parsed.rejections] == [
+        ("unpriced", 0, "limits.max_cost_usd"),
+        ("not-allowed", 3, "model"),
+        ("asks", 4, "tools"),
+    ]
+    assert str(parsed.rejections[0]) == (
+        "unpriced: limits.max_cost_usd: no price is known for model 'groq:no-such-price', so a "
+        "dollar budget cannot be kept (the operator can add it to AGENTLOOP_PRICES)"
+    )
+    assert "is not allowed here" in parsed.rejections[1].message
+    assert "need a person's approval" in parsed.rejections[2].message
+
+
+def test_the_price_check_follows_the_deployments_prices_and_cap() -> None:
+    unpriced = [{"id": "j", "prompt": "Q?", "model": UNPRICED, "limits": {"max_cost_usd": 1}}]
+    no_limit = [{"id": "j", "prompt": "Q?", "model": UNPRICED}]
+    registry = ToolRegistry([echo])
+    priced_here = AgentConfig(prices={UNPRICED: PriceOverride(input=1, output=2)})
+    capped = AgentConfig(max_cost_usd_cap=5)
+
+    assert parse_jobs(unpriced, check=plan_check(priced_here, registry)).jobs
+    assert parse_jobs(no_limit, check=plan_check(capped, registry)).rejections[0].field == "model"
+    assert parse_jobs(no_limit, check=plan_check(priced_here, registry)).jobs
+    assert parse_jobs(unpriced).jobs, "without a check, only the spec is validated"
 
 
 def test_a_json_file_holds_an_array_or_an_object_with_jobs() -> None:

@@ -33,7 +33,7 @@ from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.limits import Deadline
 from agentloop.loop import MIN_TURN_S
 from agentloop.research.jobs import JobMessage, JobsInputError, Rejection, parse_jobs_text
-from agentloop.research.planner import read_s3_text
+from agentloop.research.planner import plan_check, read_s3_text
 from agentloop.research.report import dollars
 from agentloop.research.runner import JobOutcome, JobRunner
 from agentloop.research.store import LocalResultStore, ResultStore, store_from_env
@@ -239,7 +239,9 @@ def main(
     try:
         config = AgentConfig.from_env()
         text = _read(args.jobs)
-        parsed = parse_jobs_text(text, name=args.jobs, known_tools=tools.names)
+        parsed = parse_jobs_text(
+            text, name=args.jobs, known_tools=tools.names, check=plan_check(config, tools)
+        )
     except (OSError, JobsInputError, ConfigurationError) as exc:
         print(f"error: {exc}", file=err)
         return 2

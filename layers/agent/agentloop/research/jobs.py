@@ -1,14 +1,15 @@
 """Research job specs, the schedule's input, and the message one job travels in.
 
 Jobs are checked one by one so that a typo in one job does not stop the others: parsing
-returns the valid jobs and a rejection per problem, naming the job and the field.
+returns the valid jobs and a rejection per problem, naming the job and the field. A job the
+worker would refuse to run (``JobCheck``: its plan) is rejected here too, not failed later.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -22,6 +23,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from agentloop.models import ChatRequest, Message, UserMessage
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -58,7 +61,8 @@ class JobLimits(_Strict):
         gt=0,
         le=10_000,
         description="US dollars the job may spend over all its invocations, sub-agents "
-        "included (the deployment's cap applies); needs a model with a known price.",
+        "included (the deployment's cap applies); needs a model with a known price (a job "
+        "without one is rejected when planned).",
     )
     max_seconds: int | None = Field(
         default=None,
@@ -149,6 +153,23 @@ class JobSpec(_Strict):
         if bad:
             raise ValueError(f"not a tool name: {bad}")
         return list(dict.fromkeys(value))
+
+
+def job_request(job: JobSpec, history: Sequence[Message] = ()) -> ChatRequest:
+    """The request a job's run makes: its prompt, then what earlier invocations did. Built in
+    one place, so that the planner checks the very request the worker runs."""
+    return ChatRequest(
+        messages=[UserMessage(content=job.prompt), *history],
+        model=job.model,
+        tools=job.tools,
+        max_iterations=job.limits.max_iterations,
+        token_budget=job.limits.token_budget,
+        max_cost_usd=job.limits.max_cost_usd,
+    )
+
+
+JobCheck = Callable[[JobSpec], "tuple[str, str] | None"]
+"""Whether the worker would run a job: None, or the job's field at fault and why not."""
 
 
 class ScheduleInput(_Strict):
@@ -249,12 +270,14 @@ def parse_jobs(
     *,
     known_tools: Collection[str] | None = None,
     labels: Sequence[str] | None = None,
+    check: JobCheck | None = None,
 ) -> ParsedJobs:
     """Validate each job on its own; duplicates of an id are all rejected (which one was meant?).
 
     ``known_tools``, when given, turns an unknown tool name into a rejection now rather
-    than a failed run (and three retries) later. ``labels`` name jobs that have no usable
-    id (default ``#<index>``; JSON Lines use ``line <n>``).
+    than a failed run (and three retries) later; ``check``, when given, does the same for
+    anything else the worker's plan of the job refuses. ``labels`` name jobs that have no
+    usable id (default ``#<index>``; JSON Lines use ``line <n>``).
     """
     result = ParsedJobs()
     valid: list[tuple[int, JobSpec]] = []
@@ -287,6 +310,10 @@ def parse_jobs(
                 )
             )
             continue
+        refused = check(spec) if check is not None else None
+        if refused is not None:
+            result.rejections.append(Rejection(label, index, *refused))
+            continue
         valid.append((index, spec))
 
     positions: dict[str, list[int]] = {}
@@ -305,7 +332,11 @@ def parse_jobs(
 
 
 def parse_jobs_text(
-    text: str, *, name: str, known_tools: Collection[str] | None = None
+    text: str,
+    *,
+    name: str,
+    known_tools: Collection[str] | None = None,
+    check: JobCheck | None = None,
 ) -> ParsedJobs:
     """A jobs file: ``.jsonl`` has one job per line; ``.json`` an array or ``{"jobs": [...]}``."""
     if name.endswith(".jsonl"):
@@ -321,7 +352,7 @@ def parse_jobs_text(
             labels.append(f"line {number}")
         if len(items) > MAX_JOBS:
             raise JobsInputError(f"{name} holds {len(items)} jobs; at most {MAX_JOBS} per schedule")
-        return parse_jobs(items, known_tools=known_tools, labels=labels)
+        return parse_jobs(items, known_tools=known_tools, labels=labels, check=check)
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -332,7 +363,7 @@ def parse_jobs_text(
         raise JobsInputError(f'{name} must hold a JSON array of jobs or {{"jobs": [...]}}')
     if len(document) > MAX_JOBS:
         raise JobsInputError(f"{name} holds {len(document)} jobs; at most {MAX_JOBS} per schedule")
-    return parse_jobs(document, known_tools=known_tools)
+    return parse_jobs(document, known_tools=known_tools, check=check)
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """The scheduled planner: validate the schedule's jobs and queue one SQS message per job.
 
-Rejected jobs are reported (returned and logged) and do not stop the valid ones. Every
+Rejected jobs are reported (returned and logged) and do not stop the valid ones; a job is
+rejected too when the worker's plan of it would refuse it (``plan_check``). Every
 message carries the scheduler's execution id, so the worker's idempotency key (job id +
 execution id) tells a redelivery or a re-sent batch from the next scheduled run.
 """
@@ -18,17 +19,23 @@ from typing import Any, Protocol, TextIO
 
 from pydantic import ValidationError
 
+from agentloop.config import AgentConfig
+from agentloop.plan import PlanError, plan_run
 from agentloop.research.jobs import (
+    JobCheck,
     JobMessage,
     JobsInputError,
+    JobSpec,
     ParsedJobs,
     Rejection,
     ScheduleInput,
+    job_request,
     parse_jobs,
     parse_jobs_text,
     parse_s3_uri,
     utc_now,
 )
+from agentloop.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +123,25 @@ class PlanSummary:
         }
 
 
+_JOB_FIELDS = {"max_cost_usd": "limits.max_cost_usd"}
+"""A request field's name in a job spec, where the two differ."""
+
+
+def plan_check(config: AgentConfig, tools: ToolRegistry) -> JobCheck:
+    """Plan each job as the worker will plan its run (``plan_run``, nobody to ask): a model not
+    allowed here, a tool that needs a person's approval, a dollar limit on a model with no
+    known price is a rejection at planning time instead of a job failed (and retried) later."""
+
+    def check(job: JobSpec) -> tuple[str, str] | None:
+        try:
+            plan_run(job_request(job), config, tools, can_ask=False)
+        except PlanError as exc:
+            return _JOB_FIELDS.get(exc.param, exc.param), exc.message.removeprefix(f"{exc.param}: ")
+        return None
+
+    return check
+
+
 S3Reader = Callable[[str, str], str]
 """``(bucket, key) -> text`` of a jobs file."""
 
@@ -140,15 +166,17 @@ def load_jobs(
     schedule: ScheduleInput,
     *,
     known_tools: Collection[str] | None = None,
+    check: JobCheck | None = None,
     read_s3: S3Reader = read_s3_text,
 ) -> tuple[ParsedJobs, str]:
     """The schedule's jobs, validated, and where they came from."""
     if schedule.jobs is not None:
-        return parse_jobs(schedule.jobs, known_tools=known_tools), "inline"
+        return parse_jobs(schedule.jobs, known_tools=known_tools, check=check), "inline"
     assert schedule.jobs_s3 is not None
     bucket, key = parse_s3_uri(schedule.jobs_s3)
     text = read_s3(bucket, key)
-    return parse_jobs_text(text, name=key, known_tools=known_tools), schedule.jobs_s3
+    parsed = parse_jobs_text(text, name=key, known_tools=known_tools, check=check)
+    return parsed, schedule.jobs_s3
 
 
 def plan(
@@ -156,6 +184,7 @@ def plan(
     *,
     sender: MessageSender,
     known_tools: Collection[str] | None = None,
+    check: JobCheck | None = None,
     read_s3: S3Reader = read_s3_text,
     fallback_execution_id: str | None = None,
     now: Callable[[], datetime] = utc_now,
@@ -174,7 +203,7 @@ def plan(
         raise JobsInputError(f"the schedule's input is not usable: {problems}") from None
     execution_id = schedule.execution_id or fallback_execution_id or f"manual-{uuid.uuid4()}"
     scheduled_time = schedule.scheduled_time or now()
-    parsed, source = load_jobs(schedule, known_tools=known_tools, read_s3=read_s3)
+    parsed, source = load_jobs(schedule, known_tools=known_tools, check=check, read_s3=read_s3)
     messages = [
         JobMessage(
             job=job,

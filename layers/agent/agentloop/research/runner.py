@@ -39,7 +39,7 @@ from agentloop.events import EVENT_ADAPTER, Done, Event
 from agentloop.limits import Deadline, LambdaContextLike
 from agentloop.llm.base import ChatModel
 from agentloop.llm.registry import get_model
-from agentloop.models import ChatRequest, RunProgress, UserMessage
+from agentloop.models import RunProgress
 from agentloop.research.checkpoint import (
     Checkpoints,
     JobState,
@@ -48,7 +48,12 @@ from agentloop.research.checkpoint import (
     checkpoint_key,
     wire_events,
 )
-from agentloop.research.jobs import DEFAULT_MAX_INVOCATIONS, DEFAULT_MAX_SECONDS, JobMessage
+from agentloop.research.jobs import (
+    DEFAULT_MAX_INVOCATIONS,
+    DEFAULT_MAX_SECONDS,
+    JobMessage,
+    job_request,
+)
 from agentloop.research.report import (
     RunFacts,
     failure_json,
@@ -317,14 +322,7 @@ class _Invocation:
     async def run(self, deadline: Deadline | None) -> JobOutcome:
         job, state = self.message.job, self.state
         run_deadline, last = self._plan(deadline)
-        request = ChatRequest(
-            messages=[UserMessage(content=job.prompt), *state.messages],
-            model=job.model,
-            tools=job.tools,
-            max_iterations=job.limits.max_iterations,
-            token_budget=job.limits.token_budget,
-            max_cost_usd=job.limits.max_cost_usd,
-        )
+        request = job_request(job, state.messages)
         progress = None
         if state.iterations or state.usage_by_depth:
             progress = RunProgress(
