@@ -18,9 +18,9 @@ import json
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 from agentloop.events import Source, SourceKind, ToolCallResult, ToolCallStart, _Event
+from agentloop.tools.search.base import usable_url
 
 MAX_SOURCES = 50
 """Sources one ``done`` carries at most (a report may keep more)."""
@@ -124,13 +124,7 @@ def clean_url(value: object) -> str | None:
     url = value.strip()
     if not url or len(url) > MAX_URL_CHARS or any(_hidden(c) or c.isspace() for c in url):
         return None
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return None
-    return url
+    return usable_url(url)
 
 
 def clean_title(value: object) -> str | None:
