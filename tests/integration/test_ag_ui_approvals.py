@@ -28,8 +28,8 @@ from tests.fakes.node_client import run_node
 from tests.fakes.pytest_plugin import _LEAKY_ENV, TEST_GROQ_KEY, TEST_OPENAI_KEY
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, tool_payload
-from tests.integration.test_chat_app import AUTH, TOKEN, make_service
 from tests.sample_tools import double, echo
+from tests.served import AUTH, TOKEN, make_service
 
 JSON = dict[str, Any]
 PARAMS = {"forwardedProps": {"agentloop": {"tools": ["double", "echo"]}}}

@@ -25,8 +25,8 @@ from tests.fakes.node_client import run_node
 from tests.fakes.pytest_plugin import _LEAKY_ENV, TEST_GROQ_KEY, TEST_OPENAI_KEY
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, tool_payload
-from tests.integration.test_chat_app import AUTH, TOKEN, make_service
 from tests.sample_tools import echo, sleeper
+from tests.served import AUTH, TOKEN, make_service
 
 ANSWER = "Paris is the capital of France."
 OTHER = "The capital of France is Paris."

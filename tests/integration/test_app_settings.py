@@ -23,9 +23,10 @@ from agentloop.tools.base import ToolContext, tool
 from chat_app import create_app, service_from_env
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
-from tests.integration.test_chat_app import AUTH, USER, make_service
+from tests.served import AUTH, make_service
 
 ON_LAMBDA = {"AWS_LAMBDA_FUNCTION_NAME": "agentloop-chat"}
+USER = {"role": "user", "content": "What is the capital of France?"}
 
 
 class NoteArgs(BaseModel):

@@ -20,8 +20,8 @@ from agentloop.models import ChatRequest
 from chat_app import ChatService, create_app
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, check_run_invariants, parse_sse
-from tests.integration.test_chat_app import AUTH, LOCAL, make_service
 from tests.sample_tools import double, echo
+from tests.served import AUTH, LOCAL, make_service
 
 USER = {"role": "user", "content": "Double 21 and echo hi."}
 CONFIG = TEST_CONFIG.model_copy(update={"approval_tools": ("double",)})

@@ -15,37 +15,15 @@ import openai
 import pytest
 from starlette.testclient import TestClient
 
-from agentloop.auth import BearerAuth, hash_token
-from agentloop.config import AgentConfig, ConfigurationError
-from agentloop.events import Done
-from agentloop.tools.base import Tool
-from agentloop.tools.registry import ToolRegistry
+from agentloop.auth import hash_token
+from agentloop.config import ConfigurationError
 from chat_app import ChatService, create_app
-from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, _validator, iter_sse, parse_sse
 from tests.sample_tools import echo, gate_tool, sleeper, until_deadline
+from tests.served import AUTH, LOCAL, TOKEN, ServedApp, make_service
 
-TOKEN = "al_test-token-123"
-AUTH = {"authorization": f"Bearer {TOKEN}"}
 USER = {"role": "user", "content": "What is the capital of France?"}
-# TestClient's default base URL, http://testserver, is not a Host the local app answers to.
-LOCAL = "http://127.0.0.1"
-
-
-def make_service(
-    tools: list[Tool] | None = None,
-    config: AgentConfig = TEST_CONFIG,
-    heartbeat_s: float = 10.0,
-) -> ChatService:
-    hashes = [hash_token(TOKEN)]
-    return ChatService(
-        config=config,
-        tools=ToolRegistry(tools or []),
-        authenticate=BearerAuth(lambda: hashes).check,
-        auth_mode="bearer",
-        heartbeat_s=heartbeat_s,
-    )
 
 
 @pytest.fixture
@@ -332,16 +310,13 @@ def test_logs_carry_no_secrets_or_message_content(
 
 
 @pytest.fixture
-def served(llm: ScriptedLLM) -> Iterator[tuple[str, list[Done]]]:
-    finished: list[Done] = []
-    service = make_service([echo, sleeper([])])
-    service.on_finish.append(lambda done, info: finished.append(done))
-    with LoopbackServer(create_app(service), name="chat-app") as server:
-        yield server.url, finished
+def served(llm: ScriptedLLM) -> Iterator[ServedApp]:
+    with ServedApp(make_service([echo, sleeper([])]), name="chat-app") as served:
+        yield served
 
 
-def test_openai_sdk_non_streamed(served: tuple[str, list[Done]], llm: ScriptedLLM) -> None:
-    url, _ = served
+def test_openai_sdk_non_streamed(served: ServedApp, llm: ScriptedLLM) -> None:
+    url = served.url
     llm.script(Reply(tool_calls=[call("echo", text="x")]), Reply(text="Hello from the agent."))
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0)
 
@@ -357,8 +332,8 @@ def test_openai_sdk_non_streamed(served: tuple[str, list[Done]], llm: ScriptedLL
     assert completion.usage.total_tokens > 0
 
 
-def test_openai_sdk_streamed(served: tuple[str, list[Done]], llm: ScriptedLLM) -> None:
-    url, _ = served
+def test_openai_sdk_streamed(served: ServedApp, llm: ScriptedLLM) -> None:
+    url = served.url
     llm.script(Reply(tool_calls=[call("echo", text="x")]), Reply(text="Streaming hello to you."))
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0)
 
@@ -379,8 +354,8 @@ def test_openai_sdk_streamed(served: tuple[str, list[Done]], llm: ScriptedLLM) -
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
 
 
-def test_openai_sdk_errors_are_sdk_errors(served: tuple[str, list[Done]]) -> None:
-    url, _ = served
+def test_openai_sdk_errors_are_sdk_errors(served: ServedApp) -> None:
+    url = served.url
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError, match="invalid token"):
         client.chat.completions.create(model="agentloop", messages=[USER])  # type: ignore[list-item]
@@ -393,10 +368,8 @@ def test_openai_sdk_errors_are_sdk_errors(served: tuple[str, list[Done]]) -> Non
         )
 
 
-def test_client_disconnect_cancels_the_run(
-    served: tuple[str, list[Done]], llm: ScriptedLLM
-) -> None:
-    url, finished = served
+def test_client_disconnect_cancels_the_run(served: ServedApp, llm: ScriptedLLM) -> None:
+    url = served.url
     llm.respond_with(lambda req: Reply(tool_calls=[call("sleep", label="s", seconds=0.3)]))
     body = {"messages": [USER], "model": "groq:m", "tools": ["sleep"], "max_iterations": 20}
 
@@ -408,19 +381,14 @@ def test_client_disconnect_cancels_the_run(
             if line == "event: tool_call_start":
                 break  # the tab is closed mid-run
 
-    deadline = time.monotonic() + 10
-    while not finished and time.monotonic() < deadline:
-        time.sleep(0.02)
-    [done] = finished
+    [done] = served.runs(1)
     assert done.stop_reason == "cancelled"
     assert done.iterations == 1, "no model call after the client left"
     assert len(llm.requests) == 1
 
 
-def test_request_id_comes_from_the_lambda_context(
-    served: tuple[str, list[Done]], llm: ScriptedLLM
-) -> None:
-    url, finished = served
+def test_request_id_comes_from_the_lambda_context(served: ServedApp, llm: ScriptedLLM) -> None:
+    url = served.url
     llm.script(Reply(text="ok"))
     response = httpx.post(
         f"{url}/chat",
@@ -428,7 +396,7 @@ def test_request_id_comes_from_the_lambda_context(
         headers={**AUTH, "x-amzn-lambda-context": json.dumps({"request_id": "abc-1"})},
     )
     assert response.headers["x-request-id"] == "abc-1"
-    assert finished[-1].stop_reason == "completed"
+    assert served.last_run().stop_reason == "completed"
 
 
 # -- configured from the environment, the secret in (moto's) Secrets Manager ---------------

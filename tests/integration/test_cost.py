@@ -25,8 +25,8 @@ from agentloop.tools.registry import ToolRegistry
 from chat_app import create_app
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, make_request, parse_sse, run_chat
-from tests.integration.test_chat_app import AUTH, LOCAL, make_service
 from tests.sample_tools import echo
+from tests.served import AUTH, LOCAL, make_service
 
 TOP = "Compare the two answers."
 

@@ -21,8 +21,8 @@ from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM
 from tests.helpers import _validator, parse_sse
-from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import echo
+from tests.served import TOKEN, make_service
 
 ROUTES = ("/chat", "/v1/chat/completions", "/api/chat", "/ag-ui", "/v1/responses")
 FUZZ = settings(

@@ -24,8 +24,8 @@ from agentloop.llm.untrusted import CALL_ID, MAX_CALLS_PER_TURN, NAME
 from chat_app import create_app
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, ToolCallSpec, call
 from tests.helpers import TEST_CONFIG, client_answer, iter_sse, run_chat, tool_payload
-from tests.integration.test_chat_app import LOCAL, TOKEN, make_service
 from tests.sample_tools import echo
+from tests.served import LOCAL, TOKEN, make_service
 
 
 def provider_history_is_valid(messages: list[dict[str, Any]]) -> None:

@@ -31,8 +31,8 @@ from agentloop.tools.base import ToolContext, tool
 from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
-from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import NoArgs, echo
+from tests.served import TOKEN, make_service
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -234,7 +234,7 @@ def test_start_up_and_a_refused_mcp_request_import_nothing_of_mcp() -> None:
 import json, sys
 from starlette.testclient import TestClient
 from chat_app import create_app
-from tests.integration.test_chat_app import make_service
+from tests.served import make_service
 with TestClient(create_app(make_service()), base_url="http://127.0.0.1") as client:
     assert client.get("/healthz").status_code == 200
     status = client.post("/mcp", json={}, headers={"authorization": "Bearer no"}).status_code

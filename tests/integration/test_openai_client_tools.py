@@ -26,8 +26,8 @@ from chat_app import ChatService, create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
-from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import echo
+from tests.served import TOKEN, make_service
 
 MODEL = "groq:llama-3.3-70b-versatile"
 USER: Any = {"role": "user", "content": "Echo hi, and what is the weather in Paris?"}

@@ -23,8 +23,8 @@ from tests.fakes.loopback import LoopbackServer
 from tests.fakes.pytest_plugin import TEST_GROQ_KEY
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
-from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import echo
+from tests.served import TOKEN, make_service
 
 MODEL = "groq:llama-3.3-70b-versatile"
 USER: Any = {"role": "user", "content": "What is the capital of France?"}

@@ -24,8 +24,8 @@ from agentloop.models import Usage
 from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
-from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import echo, sleeper
+from tests.served import TOKEN, make_service
 
 USER: Any = {"role": "user", "content": "Where is the Eiffel Tower?"}
 GROQ = "groq:llama-3.3-70b-versatile"

@@ -26,8 +26,8 @@ from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, tool_payload
-from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import echo, sleeper
+from tests.served import TOKEN, make_service
 
 MODEL = "groq:llama-3.3-70b-versatile"
 QUESTION = "What is the capital of France?"

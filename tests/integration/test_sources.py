@@ -37,9 +37,9 @@ from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.fakes.search_apis import PAGES as FOUND
 from tests.fakes.search_apis import SearchAPIs
 from tests.helpers import TEST_CONFIG, iter_sse, validate_event
-from tests.integration.test_chat_app import AUTH, TOKEN, make_service
 from tests.integration.test_mcp_server import session as mcp_session
 from tests.sample_tools import double
+from tests.served import AUTH, TOKEN, make_service
 
 JSON = dict[str, Any]
 MODEL = "openai:gpt-4o-mini"

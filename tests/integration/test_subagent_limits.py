@@ -28,8 +28,8 @@ from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, parse_sse, tool_payload
-from tests.integration.test_chat_app import AUTH, TOKEN, make_service
 from tests.sample_tools import echo
+from tests.served import AUTH, TOKEN, make_service
 
 TOP = "Work out 6 * 7 by running a program."
 SUB = "Run print(6 * 7) and report what it printed."

@@ -30,8 +30,8 @@ from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, tool_payload
-from tests.integration.test_chat_app import TOKEN, make_service
 from tests.sample_tools import boom, echo
+from tests.served import TOKEN, make_service
 
 JSON = dict[str, Any]
 ANSWER = "Paris is the capital of France."
