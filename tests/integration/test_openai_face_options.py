@@ -10,7 +10,6 @@ the run, ``response_format`` shapes and checks the answer, and what the agent ca
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,13 +18,10 @@ import pytest
 from pydantic import BaseModel
 
 from agentloop.ask_llm import ask_llm_tool
-from agentloop.events import Done
 from agentloop.models import Usage
-from chat_app import create_app
-from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.sample_tools import echo, sleeper
-from tests.served import TOKEN, make_service
+from tests.served import TOKEN, ServedApp, make_service
 
 USER: Any = {"role": "user", "content": "Where is the Eiffel Tower?"}
 GROQ = "groq:llama-3.3-70b-versatile"
@@ -43,28 +39,17 @@ CITY_FORMAT: Any = {
 }
 
 
-class Served:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.finished: list[Done] = []
+class Served(ServedApp):
+    """The app served, called through the openai SDK."""
 
     def client(self) -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.url}/v1", api_key=TOKEN, max_retries=0)
-
-    def last_run(self, timeout: float = 10.0) -> Done:
-        """The run's done (a stream the face cut ends before its run has wound down)."""
-        deadline = time.monotonic() + timeout
-        while not self.finished and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return self.finished[-1]
 
 
 @pytest.fixture
 def served(llm: ScriptedLLM) -> Iterator[Served]:
     service = make_service([echo, sleeper([]), ask_llm_tool()])
-    with LoopbackServer(create_app(service), name="openai-options") as server:
-        served = Served(server.url)
-        service.on_finish.append(lambda done, info: served.finished.append(done))
+    with Served(service, name="openai-options") as served:
         yield served
 
 
