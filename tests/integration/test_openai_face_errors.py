@@ -8,7 +8,6 @@ a provider stream cut mid-answer is replayed losslessly or reported as cut.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,43 +16,28 @@ import httpx
 import openai
 import pytest
 
-from agentloop.events import Done
-from chat_app import create_app
-from tests.fakes.loopback import LoopbackServer
 from tests.fakes.pytest_plugin import TEST_GROQ_KEY
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
 from tests.sample_tools import echo
-from tests.served import TOKEN, make_service
+from tests.served import TOKEN, ServedApp, make_service
 
 MODEL = "groq:llama-3.3-70b-versatile"
 USER: Any = {"role": "user", "content": "What is the capital of France?"}
 
 
-@dataclass
-class Served:
-    url: str
-    finished: list[Done]
+class Served(ServedApp):
+    """The app served; ``runs`` waits for runs a drained stream ends after its reply."""
 
     def client(self, **options: Any) -> openai.OpenAI:
         """An SDK client as an application would make one: default retries unless told."""
         return openai.OpenAI(base_url=f"{self.url}/v1", api_key=TOKEN, **options)
 
-    def runs(self, count: int, timeout: float = 10.0) -> list[Done]:
-        """The finished runs, once there are ``count`` (a drained stream ends after its reply)."""
-        deadline = time.monotonic() + timeout
-        while len(self.finished) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return list(self.finished)
-
 
 @pytest.fixture
 def served(llm: ScriptedLLM) -> Iterator[Served]:
-    finished: list[Done] = []
-    service = make_service([echo])
-    service.on_finish.append(lambda done, info: finished.append(done))
-    with LoopbackServer(create_app(service), name="openai-face") as server:
-        yield Served(server.url, finished)
+    with Served(make_service([echo]), name="openai-face") as served:
+        yield served
 
 
 # -- one SDK call, counted upstream ------------------------------------------------------
