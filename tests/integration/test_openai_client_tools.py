@@ -12,7 +12,6 @@ tokens go on from the pause.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,13 +20,11 @@ import openai
 import pytest
 
 from agentloop.continuation import Signer
-from agentloop.events import Done
-from chat_app import ChatService, create_app
-from tests.fakes.loopback import LoopbackServer
+from chat_app import ChatService
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
 from tests.sample_tools import echo
-from tests.served import TOKEN, make_service
+from tests.served import TOKEN, ServedApp, make_service
 
 MODEL = "groq:llama-3.3-70b-versatile"
 USER: Any = {"role": "user", "content": "Echo hi, and what is the weather in Paris?"}
@@ -47,21 +44,11 @@ SERVER_TOOLS: Any = {"agentloop": {"tools": ["echo"]}}
 NOT_A_SCHEMA = {"type": "object", "properties": {"city": {"type": 5}}}
 
 
-class Served:
-    def __init__(self, url: str, service: ChatService) -> None:
-        self.url = url
-        self.service = service
-        self.finished: list[Done] = []
+class Served(ServedApp):
+    """The app served, called through the openai SDK or refused over httpx."""
 
     def client(self) -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.url}/v1", api_key=TOKEN, max_retries=0)
-
-    def runs(self, count: int, timeout: float = 10.0) -> list[Done]:
-        """The finished runs' done events, once there are ``count``."""
-        deadline = time.monotonic() + timeout
-        while len(self.finished) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return list(self.finished)
 
     def refused(self, body: dict[str, Any]) -> dict[str, Any]:
         """A raw request's 422 error object."""
@@ -78,9 +65,7 @@ class Served:
 
 
 def serve(service: ChatService) -> Iterator[Served]:
-    with LoopbackServer(create_app(service), name="openai-client-tools") as server:
-        served = Served(server.url, service)
-        service.on_finish.append(lambda done, info: served.finished.append(done))
+    with Served(service, name="openai-client-tools") as served:
         yield served
 
 
