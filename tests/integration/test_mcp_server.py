@@ -59,6 +59,13 @@ async def until_cancelled(args: NoArgs, ctx: ToolContext) -> str:
     return "cancelled"
 
 
+@tool(name="cancel_run")
+async def cancel_run(args: NoArgs, ctx: ToolContext) -> str:
+    """Cancel the run from inside, while its caller still waits for the answer."""
+    ctx.cancel.cancel()
+    return "cancelling"
+
+
 @pytest.fixture
 def served(llm: ScriptedLLM, provider_env: ScriptedLLM) -> Iterator[Served]:
     finished: list[Done] = []
@@ -267,6 +274,26 @@ async def test_a_failed_run_is_a_tool_error(served: Served, llm: ScriptedLLM) ->
     assert result.structured_content is None
     [done] = served.runs(1)
     assert done.stop_reason == "error"
+
+
+async def test_a_cancelled_run_is_a_tool_error_not_an_answer(
+    llm: ScriptedLLM, provider_env: ScriptedLLM
+) -> None:
+    """A run cancelled while its caller still waits has no answer: ``isError``, saying so."""
+    llm.script(Reply(tool_calls=[call("cancel_run")]), Reply(text="should not be asked"))
+    finished: list[Done] = []
+    service = make_service([cancel_run])
+    service.on_finish.append(lambda done, info: finished.append(done))
+    with LoopbackServer(create_app(service), name="mcp-cancel", lifespan="on") as server:
+        async with session(server.url) as mcp_session:
+            result = await mcp_session.call_tool("ask", ask_args("go", ["cancel_run"]))
+        [done] = Served(server.url, finished).runs(1)
+    assert done.stop_reason == "cancelled"
+    assert result.is_error
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    assert block.text == "the run was cancelled before it finished"
+    assert result.structured_content is None
 
 
 # -- what a calling model reads ------------------------------------------------------------------

@@ -17,9 +17,9 @@ notice / model_switched            event itself in ``_meta["agentloop/event"]``;
 text_delta, usage, turn_start ...  nothing (the answer comes whole, in the result)
 done (depth 0)                     the ``tools/call`` result: text content = the answer,
                                    ``structuredContent`` = {answer, stop_reason, iterations,
-                                   usage, usage_by_depth, sources (``done.sources``)}; stop
-                                   reason ``error``: a result
-                                   with ``isError`` and the error event's message
+                                   usage, usage_by_depth, sources (``done.sources``)}; a run
+                                   without an answer (failed, cancelled, paused): a result
+                                   with ``isError`` saying why (a failure: the error event)
 =================================  ==========================================================
 
 ``tools/list`` answers with ``ask`` as :func:`ask_tool` describes it for this server: its
@@ -67,6 +67,7 @@ from agentloop.events import (
     ToolCallResult,
     ToolCallStart,
 )
+from agentloop.faces.outcome import Outcome, outcome
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
 from agentloop.models import ChatRequest
@@ -187,8 +188,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "stop_reason": {
             "type": "string",
             "description": "Why the run ended: completed, or the limit that cut it short "
-            "(max_iterations, budget, deadline, cancelled), in which case the answer may be "
-            "partial.",
+            "(max_iterations, budget, deadline), in which case the answer may be partial. A "
+            "run that failed or was cancelled is an error result instead.",
         },
         "iterations": {"type": "integer", "description": "The model turns the run took."},
         "usage": {**_USAGE_SCHEMA, "description": "Tokens used, the sub-agents' included."},
@@ -271,11 +272,22 @@ def progress_message(event: Event) -> str | None:
     return prefix + text
 
 
+_FAILURES: dict[Outcome, str] = {
+    Outcome.AWAITS_APPROVAL: "the run paused for a person's approval, which MCP cannot ask for",
+    Outcome.AWAITS_CLIENT_TOOLS: "the run paused for tools the caller would run",
+    Outcome.SUSPENDED: "the run was suspended before it finished",
+}
+"""Pauses ``ask`` cannot continue (its plan offers no tool that would cause one): errors."""
+
+
 def answer(done: Done, error: ErrorEvent | None) -> types.CallToolResult:
-    """The top-level ``done`` as the call's result."""
-    if done.stop_reason == "error":
-        detail = f"{error.code}: {error.message}" if error else "the run failed"
-        return _tool_error(detail)
+    """The top-level ``done`` as the call's result: an answer (cut short by a limit or not,
+    ``stop_reason`` says), or a tool error for a run without one (failed, cancelled, paused)."""
+    ending = outcome(done, error)
+    if ending.outcome is Outcome.FAILED:
+        return _tool_error(f"{error.code}: {error.message}" if error else "the run failed")
+    if not ending.outcome.has_answer:
+        return _tool_error(_FAILURES.get(ending.outcome) or ending.failure)
     structured = {
         "answer": done.text,
         "stop_reason": done.stop_reason,
