@@ -9,9 +9,7 @@ loopback socket.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -19,45 +17,31 @@ import pytest
 from pydantic import BaseModel
 
 from agentloop.ask_llm import ask_llm_tool
-from agentloop.events import Done
 from agentloop.models import Usage
-from chat_app import create_app
-from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, tool_payload
 from tests.sample_tools import echo, sleeper
-from tests.served import TOKEN, make_service
+from tests.served import TOKEN, ServedApp, make_service
 
 MODEL = "groq:llama-3.3-70b-versatile"
 QUESTION = "What is the capital of France?"
 ANSWER = "Paris is the capital of France."
 
 
-@dataclass
-class Served:
-    url: str
-    finished: list[Done]
+class Served(ServedApp):
+    """The app served; ``runs`` waits for runs a drained stream ends after its reply."""
 
     def client(self, **options: Any) -> openai.OpenAI:
         """An SDK client as an application makes one: the SDK's default retries unless told."""
         return openai.OpenAI(base_url=f"{self.url}/v1", api_key=TOKEN, **options)
 
-    def runs(self, count: int, timeout: float = 10.0) -> list[Done]:
-        """The finished runs, once there are ``count`` (a drained stream ends after its reply)."""
-        deadline = time.monotonic() + timeout
-        while len(self.finished) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return list(self.finished)
-
 
 @pytest.fixture
 def served(llm: ScriptedLLM) -> Iterator[Served]:
-    finished: list[Done] = []
     service = make_service([echo, sleeper([]), ask_llm_tool()])
-    service.on_finish.append(lambda done, info: finished.append(done))
-    with LoopbackServer(create_app(service), name="responses-face") as server:
-        yield Served(server.url, finished)
+    with Served(service, name="responses-face") as served:
+        yield served
 
 
 def _types(events: list[Any]) -> list[str]:
