@@ -166,6 +166,15 @@ class RecordedRequest:
     flavour: Flavour
     client_disconnected: bool = False
     """Set when the client closed the connection before the streamed answer was complete."""
+    _left: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+
+    def mark_disconnected(self) -> None:
+        self.client_disconnected = True
+        self._left.set()
+
+    def wait_disconnected(self, timeout: float = 10.0) -> bool:
+        """Wait until the client has left (the server notices at its next piece); whether it did."""
+        return self._left.wait(timeout)
 
     @property
     def messages(self) -> list[JSON]:
@@ -425,7 +434,7 @@ class _ScriptedBody(Response):
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(gone.wait(), self.chunk_delay)
                 if gone.is_set():
-                    self.record.client_disconnected = True
+                    self.record.mark_disconnected()
                     return
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
             if self.cut:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -22,40 +20,29 @@ import pytest
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.config import AgentConfig
 from agentloop.events import Done
-from agentloop.http_api import InvocationInfo
 from agentloop.models import to_wire
 from agentloop.ui_message_stream import STREAM_CUT_MESSAGE, usage_json
-from chat_app import create_app
-from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, tool_payload
 from tests.sample_tools import boom, echo
-from tests.served import TOKEN, make_service
+from tests.served import TOKEN, ServedApp, make_service
 
 JSON = dict[str, Any]
 ANSWER = "Paris is the capital of France."
 
 
-@dataclass
-class Served:
-    url: str
-    finished: list[tuple[Done, InvocationInfo]]
-
+class Served(ServedApp):
     def chat(self, *cases: JSON) -> list[list[JSON]]:
         """Run the cases through the ai package; each case's turns, as the client saw them."""
         out = run_node("ui_stream_client.mjs", {"url": self.url, "token": TOKEN, "cases": cases})
         return [case["turns"] for case in out["cases"]]
 
-    def done_of(self, message: JSON, timeout: float = 10.0) -> Done:
+    def done_of(self, message: JSON) -> Done:
         """The run that answered with ``message`` (its id is made from the request id)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for done, info in list(self.finished):
-                if message["id"] == f"msg-{info.request_id}":
-                    return done
-            time.sleep(0.01)
-        raise AssertionError(f"no finished run for message {message['id']}")
+        message_id = str(message["id"])
+        assert message_id.startswith("msg-"), message_id
+        return self.finished_runs.of_request(message_id.removeprefix("msg-"))
 
     def post(self, body: Any, token: str = TOKEN) -> httpx.Response:
         return httpx.post(
@@ -66,13 +53,8 @@ class Served:
         )
 
 
-@contextmanager
-def serve(config: AgentConfig = TEST_CONFIG) -> Iterator[Served]:
-    finished: list[tuple[Done, InvocationInfo]] = []
-    service = make_service([ask_llm_tool(), echo, boom], config)
-    service.on_finish.append(lambda done, info: finished.append((done, info)))
-    with LoopbackServer(create_app(service), name="ui-message-stream") as server:
-        yield Served(server.url, finished)
+def serve(config: AgentConfig = TEST_CONFIG) -> Served:
+    return Served(make_service([ask_llm_tool(), echo, boom], config), name="ui-message-stream")
 
 
 @pytest.fixture
@@ -362,8 +344,8 @@ def test_a_client_abort_cancels_the_run(served: Served, llm: ScriptedLLM) -> Non
     assert time.monotonic() - started < 10
     assert long_answer.startswith(done.text)
     assert done.text != long_answer
-    time.sleep(0.3)
-    [request] = llm.requests  # no further model call after the client left
+    [request] = llm.requests  # the run has ended: no further model call after the client left
+    assert request.wait_disconnected(), "the model call was abandoned, not read to its end"
     assert request.client_disconnected
 
 

@@ -391,10 +391,7 @@ async def test_client_disconnect_is_recorded(llm: ScriptedLLM) -> None:
         await stream.close()
 
     [request] = llm.requests
-    for _ in range(100):
-        if request.client_disconnected:
-            break
-        await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(request.wait_disconnected, 1.0)
     assert request.client_disconnected
 
 
