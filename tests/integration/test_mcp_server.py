@@ -10,10 +10,8 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,27 +24,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentloop.ask_llm import ask_llm_tool
-from agentloop.events import Done
 from agentloop.tools.base import ToolContext, tool
 from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.sample_tools import NoArgs, echo
-from tests.served import TOKEN, make_service
+from tests.served import TOKEN, ServedApp, make_service
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Served:
-    url: str
-    finished: list[Done]
-
-    def runs(self, count: int, timeout: float = 10.0) -> list[Done]:
-        deadline = time.monotonic() + timeout
-        while len(self.finished) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return list(self.finished)
 
 
 @tool(name="until_cancelled")
@@ -67,12 +52,10 @@ async def cancel_run(args: NoArgs, ctx: ToolContext) -> str:
 
 
 @pytest.fixture
-def served(llm: ScriptedLLM, provider_env: ScriptedLLM) -> Iterator[Served]:
-    finished: list[Done] = []
+def served(llm: ScriptedLLM, provider_env: ScriptedLLM) -> Iterator[ServedApp]:
     service = make_service([echo, ask_llm_tool(), until_cancelled])
-    service.on_finish.append(lambda done, info: finished.append(done))
-    with LoopbackServer(create_app(service), name="mcp-face", lifespan="on") as server:
-        yield Served(server.url, finished)
+    with ServedApp(service, name="mcp-face", lifespan="on") as served:
+        yield served
 
 
 @asynccontextmanager
@@ -106,7 +89,7 @@ def tool_results(request: RecordedRequest) -> int:
 
 
 async def test_lists_ask_and_answers_with_progress_and_usage(
-    served: Served, llm: ScriptedLLM
+    served: ServedApp, llm: ScriptedLLM
 ) -> None:
     def respond(request: RecordedRequest) -> Reply:
         user = next(m["content"] for m in request.messages if m["role"] == "user")
@@ -162,7 +145,7 @@ async def test_lists_ask_and_answers_with_progress_and_usage(
     assert done.stop_reason == "completed"
 
 
-async def test_a_wrong_token_gets_401(served: Served) -> None:
+async def test_a_wrong_token_gets_401(served: ServedApp) -> None:
     async with httpx.AsyncClient() as client:
         response = await client.post(
             f"{served.url}/mcp",
@@ -180,7 +163,7 @@ async def test_a_wrong_token_gets_401(served: Served) -> None:
     assert served.finished == []
 
 
-async def test_bad_arguments_are_tool_errors(served: Served, llm: ScriptedLLM) -> None:
+async def test_bad_arguments_are_tool_errors(served: ServedApp, llm: ScriptedLLM) -> None:
     async with session(served.url) as mcp_session:
         missing = await mcp_session.call_tool("ask", {})
         extra = await mcp_session.call_tool("ask", {"question": "hi", "model": "x"})
@@ -205,7 +188,7 @@ async def test_bad_arguments_are_tool_errors(served: Served, llm: ScriptedLLM) -
     assert served.finished == []
 
 
-async def test_a_client_that_goes_away_cancels_the_run(served: Served, llm: ScriptedLLM) -> None:
+async def test_a_client_that_goes_away_cancels_the_run(served: ServedApp, llm: ScriptedLLM) -> None:
     def respond(request: RecordedRequest) -> Reply:
         if tool_results(request) == 0:
             return Reply(tool_calls=[call("until_cancelled")])
@@ -262,7 +245,7 @@ print(json.dumps([status, loaded]))
     assert (status, imported) == (401, [])
 
 
-async def test_a_failed_run_is_a_tool_error(served: Served, llm: ScriptedLLM) -> None:
+async def test_a_failed_run_is_a_tool_error(served: ServedApp, llm: ScriptedLLM) -> None:
     llm.script(Reply(status=400, error_message="the prompt is malformed"))
     async with session(served.url) as mcp_session:
         result = await mcp_session.call_tool("ask", {"question": "hi"})
@@ -281,13 +264,10 @@ async def test_a_cancelled_run_is_a_tool_error_not_an_answer(
 ) -> None:
     """A run cancelled while its caller still waits has no answer: ``isError``, saying so."""
     llm.script(Reply(tool_calls=[call("cancel_run")]), Reply(text="should not be asked"))
-    finished: list[Done] = []
-    service = make_service([cancel_run])
-    service.on_finish.append(lambda done, info: finished.append(done))
-    with LoopbackServer(create_app(service), name="mcp-cancel", lifespan="on") as server:
-        async with session(server.url) as mcp_session:
+    with ServedApp(make_service([cancel_run]), name="mcp-cancel", lifespan="on") as served:
+        async with session(served.url) as mcp_session:
             result = await mcp_session.call_tool("ask", ask_args("go", ["cancel_run"]))
-        [done] = Served(server.url, finished).runs(1)
+        [done] = served.runs(1)
     assert done.stop_reason == "cancelled"
     assert result.is_error
     [block] = result.content
@@ -336,7 +316,7 @@ def schema_texts(node: Any) -> tuple[list[str], list[Any]]:
     return descriptions, titles
 
 
-async def test_server_info_carries_the_package_version(served: Served) -> None:
+async def test_server_info_carries_the_package_version(served: ServedApp) -> None:
     import importlib.metadata
     import tomllib
 
@@ -356,7 +336,7 @@ async def test_server_info_carries_the_package_version(served: Served) -> None:
         assert info.version == project["version"]
 
 
-async def test_the_ask_tool_is_described_for_the_model_that_calls_it(served: Served) -> None:
+async def test_the_ask_tool_is_described_for_the_model_that_calls_it(served: ServedApp) -> None:
     async with session(served.url) as mcp_session:
         [tool] = (await mcp_session.list_tools()).tools
 
