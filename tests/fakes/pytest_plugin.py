@@ -8,6 +8,7 @@ each test that uses ``llm`` gets it with an empty script and no recorded request
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -41,13 +42,31 @@ def llm(llm_server: ScriptedLLM) -> Iterator[ScriptedLLM]:
     llm_server.reset()
 
 
+def point_sdks_at(env: pytest.MonkeyPatch, server: ScriptedLLM) -> None:
+    """Point both SDKs (and so the library) at ``server`` through the environment."""
+    env.setenv("OPENAI_BASE_URL", server.openai_base_url)
+    env.setenv("GROQ_BASE_URL", server.groq_base_url)
+    env.setenv("OPENAI_API_KEY", TEST_OPENAI_KEY)
+    env.setenv("GROQ_API_KEY", TEST_GROQ_KEY)
+    for name in _LEAKY_ENV:
+        env.delenv(name, raising=False)
+
+
 @pytest.fixture
 def provider_env(monkeypatch: pytest.MonkeyPatch, llm_server: ScriptedLLM) -> ScriptedLLM:
     """Point both SDKs (and so the library) at the scripted server through the environment."""
-    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.openai_base_url)
-    monkeypatch.setenv("GROQ_BASE_URL", llm_server.groq_base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", TEST_OPENAI_KEY)
-    monkeypatch.setenv("GROQ_API_KEY", TEST_GROQ_KEY)
-    for name in _LEAKY_ENV:
-        monkeypatch.delenv(name, raising=False)
+    point_sdks_at(monkeypatch, llm_server)
     return llm_server
+
+
+@contextmanager
+def provider_env_for_module(server: ScriptedLLM) -> Iterator[ScriptedLLM]:
+    """``provider_env`` for a module-scoped fixture (one served app for many tests): the
+    environment pointed at ``server`` until the block ends, ``server`` reset before and after."""
+    with pytest.MonkeyPatch.context() as env:
+        point_sdks_at(env, server)
+        server.reset()
+        try:
+            yield server
+        finally:
+            server.reset()
