@@ -12,7 +12,6 @@ Malformed continuations are refused from httpx as well.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,57 +20,16 @@ import httpx
 import pytest
 
 from agentloop.events import Done
-from agentloop.http_api import InvocationInfo
-from chat_app import create_app
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.approval_model import ApprovalModel, first_user, results
 from tests.fakes.node_client import run_node
-from tests.fakes.pytest_plugin import _LEAKY_ENV, TEST_GROQ_KEY, TEST_OPENAI_KEY
-from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
-from tests.helpers import TEST_CONFIG, tool_payload
+from tests.fakes.pytest_plugin import provider_env_for_module
+from tests.fakes.scripted_llm import RecordedRequest, ScriptedLLM
+from tests.helpers import TEST_CONFIG
 from tests.sample_tools import double, echo
-from tests.served import TOKEN, make_service
+from tests.served import TOKEN, ServedApp, make_service
 
 JSON = dict[str, Any]
 OPTIONS = {"agentloop": {"tools": ["double", "echo"], "approval_tools": ["double"]}}
-TURNS: dict[str, list[tuple[str, JSON]]] = {
-    "approve": [("double", {"n": 21})],
-    "deny": [("double", {"n": 21})],
-    "mixed": [("double", {"n": 21}), ("echo", {"text": "hi"})],
-    "two": [("double", {"n": 1}), ("double", {"n": 2})],
-    "again": [("double", {"n": 21})],
-}
-"""The paused turn's calls, per question (double needs approval, echo does not); each run's
-calls get fresh ids, so a token never fits another run."""
-
-
-def first_user(request: RecordedRequest) -> str:
-    return str(next(m["content"] for m in request.messages if m["role"] == "user"))
-
-
-def results(request: RecordedRequest) -> dict[str, JSON]:
-    """The tool results the model was sent, by call id."""
-    return {
-        m["tool_call_id"]: tool_payload(m["content"])
-        for m in request.messages
-        if m["role"] == "tool"
-    }
-
-
-def model(request: RecordedRequest) -> Reply:
-    """Calls first; then an answer made of the results it read, so the tests see them."""
-    last = request.messages[-1]["role"]
-    if last == "user" and len([m for m in request.messages if m["role"] == "user"]) > 1:
-        return Reply(text="You're welcome.")
-    if last == "user":
-        calls = [call(name, **args) for name, args in TURNS[first_user(request)]]
-        return Reply(text="Let me check. ", tool_calls=calls, usage=(100, 20))
-    read = results(request)
-    if first_user(request) == "again" and len(read) == 1:  # one more call that waits
-        return Reply(tool_calls=[call("double", n=42)], usage=(150, 10))
-    shown = [str(r["result"]) if r["ok"] else "denied" for r in read.values()]
-    return Reply(text=f"Results: {', '.join(shown)}.", usage=(200, 10))
-
-
 CASES: list[JSON] = [
     {"name": "approve", "question": "approve", "decisions": [{"approved": True}]},
     {
@@ -139,33 +97,18 @@ class Session:
 
 @pytest.fixture(scope="module")
 def session(llm_server: ScriptedLLM) -> Iterator[Session]:
-    finished: list[Done] = []
-
-    def record(done: Done, info: InvocationInfo) -> None:
-        finished.append(done)
-
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OPENAI_BASE_URL", llm_server.openai_base_url)
-        env.setenv("GROQ_BASE_URL", llm_server.groq_base_url)
-        env.setenv("OPENAI_API_KEY", TEST_OPENAI_KEY)
-        env.setenv("GROQ_API_KEY", TEST_GROQ_KEY)
-        for name in _LEAKY_ENV:
-            env.delenv(name, raising=False)
-        llm_server.reset()
-        llm_server.respond_with(model)
-        service = make_service([double, echo], TEST_CONFIG)
-        service.on_finish.append(record)
-        with LoopbackServer(create_app(service), name="ui-approvals") as server:
-            cases = [{**case, "body": OPTIONS} for case in CASES]
-            output = run_node(
-                "ui_approval_client.mjs", {"url": server.url, "token": TOKEN, "cases": cases}
-            )
-            runs = 19  # ten pauses, seven continuations (one pausing again), two follow-ups
-            deadline = time.monotonic() + 10
-            while len(finished) < runs and time.monotonic() < deadline:
-                time.sleep(0.02)
-            yield Session(server.url, output["cases"], llm_server.requests, finished)
-        llm_server.reset()
+    with (
+        provider_env_for_module(llm_server),
+        ServedApp(make_service([double, echo], TEST_CONFIG), name="ui-approvals") as served,
+    ):
+        llm_server.respond_with(ApprovalModel())
+        cases = [{**case, "body": OPTIONS} for case in CASES]
+        output = run_node(
+            "ui_approval_client.mjs", {"url": served.url, "token": TOKEN, "cases": cases}
+        )
+        # ten pauses, seven continuations (one pausing again), two follow-ups
+        finished = served.runs(19)
+        yield Session(served.url, output["cases"], llm_server.requests, finished)
 
 
 def call_ids(record: JSON) -> list[str]:
