@@ -29,9 +29,9 @@ from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
 from agentloop.models import AssistantMessage, StopReason, Usage, UserMessage
 from agentloop.openai_api import (
-    AgentOptions,
     CompletionRequest,
     CompletionStream,
+    OpenAIOptions,
     StreamOptions,
     collect_completion,
     refusal,
@@ -76,7 +76,7 @@ def completion_request(*, show_tools: bool = False, usage: bool = False) -> Comp
         messages=[UserMessage(content="What is the capital of France?")],
         stream=True,
         stream_options=StreamOptions(include_usage=usage),
-        agentloop=AgentOptions(show_tools=show_tools),
+        agentloop=OpenAIOptions(show_tools=show_tools),
     )
 
 

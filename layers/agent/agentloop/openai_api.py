@@ -38,11 +38,12 @@ from agentloop.events import (
     ErrorEvent,
     Event,
     TextDelta,
-    TextReset,
     ToolCallResult,
     ToolCallStart,
-    TurnStart,
 )
+from agentloop.faces.options import AgentOptions
+from agentloop.faces.outcome import NO_ANSWER, Ending, Outcome, outcome
+from agentloop.faces.stream import FaceStream
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
 from agentloop.models import (
@@ -54,29 +55,26 @@ from agentloop.models import (
     PendingCall,
     ResponseFormat,
     Sampling,
-    StopReason,
     SystemMessage,
     ToolCall,
     ToolMessage,
     Usage,
     UserMessage,
-    run_options,
 )
-from agentloop.sent_text import SentText
 
 DEFAULT_MODEL_ALIAS = "agentloop"
 """Model name meaning "the server's default", for clients that insist on sending one."""
 
 FinishReason = Literal["stop", "length", "tool_calls"]
 
-FINISH_REASONS: dict[StopReason, FinishReason] = {
-    "completed": "stop",
-    "max_iterations": "length",
-    "budget": "length",
-    "deadline": "length",
+FINISH_REASONS: dict[Outcome, FinishReason] = {
+    Outcome.ANSWERED: "stop",
+    Outcome.CUT_SHORT: "length",
+    Outcome.AWAITS_CLIENT_TOOLS: "tool_calls",
 }
-"""Stop reasons that end with an answer. A limit cut the answer short, which is what
-OpenAI's "length" says; "error" and "cancelled" have no answer and end in an error object."""
+"""Outcomes a completion finishes with. A limit cut the answer short, which is what OpenAI's
+"length" says; a pause for the client's tools is OpenAI's own "tool_calls". The others have
+no answer and end in an error object (:func:`run_error`)."""
 
 _RUN_ERROR_STATUS: dict[ErrorCode, int] = {
     "configuration": 503,
@@ -118,56 +116,45 @@ def event_error(event: ErrorEvent) -> HttpError:
     return no_client_retry(HttpError(status, f"{event.code}_error", event.message))
 
 
-def run_error(done: Done, error: ErrorEvent | None) -> HttpError:
+def run_error(ending: Ending) -> HttpError:
     """The error answer for a run that ended without an answer (see :data:`FINISH_REASONS`)."""
-    if done.stop_reason == "cancelled":  # only a client that left cancels: no one reads this
-        return no_client_retry(
-            HttpError(499, "cancelled", "the run was cancelled before it finished")
-        )
-    if error is not None:
-        return event_error(error)
-    return no_client_retry(HttpError(500, "internal_error", "the run ended without an answer"))
+    if ending.outcome is Outcome.AWAITS_APPROVAL:
+        return approval_error(ending.done.pending)
+    if ending.outcome is Outcome.CANCELLED:  # only a client that left cancels: no one reads this
+        return no_client_retry(HttpError(499, "cancelled", ending.failure))
+    if ending.error is not None:
+        return event_error(ending.error)
+    return no_client_retry(HttpError(500, "internal_error", ending.failure))
 
 
-def approval_error(done: Done) -> HttpError:
+def approval_error(pending: list[PendingCall]) -> HttpError:
     """For a run that paused for a person's approval: this protocol cannot ask for one."""
-    names = sorted({p.name for p in done.pending if p.kind == "approval"})
+    names = sorted({p.name for p in pending if p.kind == "approval"})
     return no_client_retry(
         HttpError(
             422,
             "approval_required",
-            f"the model called {names}, which need a person's approval here, and Chat "
-            "Completions has no way to ask for it: use POST /chat, /api/chat or /ag-ui, or "
+            f"the model called {names}, which need a person's approval here, and OpenAI's "
+            "protocols have no way to ask for it: use POST /chat, /api/chat or /ag-ui, or "
             'leave these tools out with "agentloop": {"tools": [...]}',
             param="agentloop.tools",
         )
     )
 
 
-def stream_cut_error() -> HttpError:
+def stream_cut_error(message: str) -> HttpError:
     """For a stream that already sent text the retried answer does not continue."""
-    return no_client_retry(
-        HttpError(
-            502,
-            "stream_cut",
-            "the provider's stream was cut after part of the answer had been sent, and the "
-            "retried answer does not continue it; a retry, or a non-streamed request, will "
-            "get the whole answer",
-        )
-    )
+    return no_client_retry(HttpError(502, "stream_cut", message))
 
 
-class AgentOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class OpenAIOptions(AgentOptions):
+    """The OpenAI faces' ``agentloop`` object: the agent's options (no ``approval_tools``:
+    these protocols cannot ask a person), and whether tool activity shows in the text."""
 
-    tools: list[str] | None = None
-    max_iterations: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
     show_tools: bool = False
 
 
-class CompletionOptions(AgentOptions):
+class CompletionOptions(OpenAIOptions):
     """The chat-completions face's ``agentloop`` object: also a paused run's token."""
 
     resume: str | None = Field(default=None, min_length=1, max_length=500_000)
@@ -284,8 +271,8 @@ class CompletionRequest(BaseModel):
     @field_validator("agentloop", mode="before")
     @classmethod
     def _options(cls, value: Any) -> Any:
-        """Plain :class:`AgentOptions` (the options every face shares) are accepted too."""
-        if isinstance(value, AgentOptions) and not isinstance(value, CompletionOptions):
+        """Plain :class:`OpenAIOptions` (both OpenAI faces' options) are accepted too."""
+        if isinstance(value, OpenAIOptions) and not isinstance(value, CompletionOptions):
             return value.model_dump()
         return value
 
@@ -317,7 +304,7 @@ class CompletionRequest(BaseModel):
             return ChatRequest(
                 messages=messages,
                 model=None if self.model == DEFAULT_MODEL_ALIAS else self.model,
-                **run_options(options),
+                **options.chat_fields(),
                 sampling=self._sampling(),
                 response_format=self.response_format,
                 client_tools=offered,
@@ -405,66 +392,62 @@ def tool_line(event: ToolCallStart | ToolCallResult) -> str:
     return f"> `{event.name}` {status} in {event.duration_ms:.0f} ms\n\n"
 
 
-class OpenAIEventStream:
-    """How both OpenAI faces' streams (Chat Completions, Responses) follow a run's top-level
-    events: text as it comes (a ``text_reset`` honoured through :class:`SentText`, a retried
-    text that departs from what was sent cuts the stream and cancels the run), tool lines
-    with ``show_tools``, the first error, and ``done``. Each face frames them its own way."""
+class OpenAIStream(FaceStream[bytes]):
+    """How both OpenAI faces' streams (Chat Completions, Responses) follow a run: text as it
+    comes (:class:`FaceStream` honours ``text_reset`` and cuts), tool lines with
+    ``show_tools``, and the run's first error, which ends the stream at once (the apology the
+    loop writes after it is not an answer). Each face frames them its own way."""
 
-    _sent: SentText
-    cancel: CancelToken | None
-    show_tools: bool
+    retry_advice = "a retry, or a non-streamed request, will get the whole answer"
 
-    def _text(self, text: str) -> list[bytes]:
+    def __init__(self, cancel: CancelToken | None, show_tools: bool) -> None:
+        super().__init__(cancel)
+        self.show_tools = show_tools
+
+    def encode(self, chunk: bytes) -> bytes:
+        return chunk
+
+    def fail(self, error: HttpError) -> list[bytes]:
+        """End the stream with ``error`` (the face's error frames)."""
         raise NotImplementedError
 
-    def _fail(self, error: HttpError) -> list[bytes]:
+    def send_text(self, text: str) -> list[bytes]:
+        """Frames for text to add to the answer (the run's, or a tool line)."""
         raise NotImplementedError
 
-    def _finish(self, done: Done) -> list[bytes]:
-        raise NotImplementedError
+    def on_text(self, event: TextDelta, text: str) -> list[bytes]:
+        return self.send_text(text)
 
-    def _cut(self) -> list[bytes]:
-        if self.cancel is not None:  # its answer can no longer reach the client correctly
-            self.cancel.cancel()
-        return self._fail(stream_cut_error())
+    def on_error(self, event: ErrorEvent) -> list[bytes]:
+        return self.fail(event_error(event))
 
-    def _translate(self, event: Event) -> list[bytes]:
-        """The frames for one top-level event."""
-        if isinstance(event, TextDelta):
-            text = self._sent.add(event.text)
-            if text is None:
-                return self._cut()
-            return self._text(text) if text else []
-        if isinstance(event, TextReset):
-            self._sent.reset()
+    def on_cut(self, message: str) -> list[bytes]:
+        return self.fail(stream_cut_error(message))
+
+    def on_close(self) -> list[bytes]:
+        if self.ended:
             return []
-        if isinstance(event, ErrorEvent):
-            return self._fail(event_error(event))
-        if self._sent.replaying and isinstance(
-            event, TurnStart | ToolCallStart | ToolCallResult | Done
-        ):
-            return self._cut()  # the retried turn ended short of what the client shows
-        if isinstance(event, TurnStart):
-            self._sent.mark()
-        elif isinstance(event, ToolCallStart | ToolCallResult):
-            if isinstance(event, ToolCallResult):
-                self._sent.mark()
-            if self.show_tools:
-                return self._text(tool_line(event))
-        elif isinstance(event, Done):
-            return self._finish(event)
-        return []
+        return self.fail(no_client_retry(HttpError(500, "internal_error", NO_ANSWER)))
+
+    def on_tool_start(self, event: ToolCallStart) -> list[bytes]:
+        return self._tool_line(event)
+
+    def on_tool_result(self, event: ToolCallResult) -> list[bytes]:
+        return self._tool_line(event)
+
+    def _tool_line(self, event: ToolCallStart | ToolCallResult) -> list[bytes]:
+        if not self.show_tools:
+            return []
+        return self.send_text(tool_line(event))
 
 
-class CompletionStream(OpenAIEventStream):
+class CompletionStream(OpenAIStream):
     """Turns agent events into ``chat.completion.chunk`` SSE lines.
 
     A run that ends without an answer ends the stream with one error object, the same
     one the non-streamed face answers with (the openai SDK raises ``APIError`` on it),
-    and no ``finish_reason``. Whatever the run sends after that is drained unsent, so it
-    still ends with ``done`` and is recorded. ``cancel`` stops a run whose answer can no
-    longer reach the client correctly (a cut stream that was not repeated).
+    and no ``finish_reason``. ``cancel`` stops a run whose answer can no longer reach the
+    client correctly (a cut stream that was not repeated).
     """
 
     def __init__(
@@ -474,69 +457,54 @@ class CompletionStream(OpenAIEventStream):
         model: str,
         cancel: CancelToken | None = None,
     ) -> None:
+        super().__init__(cancel, request.agentloop.show_tools)
         self.request = request
         self.id = completion_id
         self.created = int(time.time())
         self.model = model
-        self.cancel = cancel
-        self.show_tools = request.agentloop.show_tools
-        self._sent = SentText()
-        self._ended = False
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return self._data({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    def _data(self, fields: dict[str, Any]) -> bytes:
         body = {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **fields,
         }
         return f"data: {json.dumps(body)}\n\n".encode()
 
-    def _fail(self, error: HttpError) -> list[bytes]:
-        self._ended = True
+    def on_open(self) -> list[bytes]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def fail(self, error: HttpError) -> list[bytes]:
+        self.ended = True
         return [f"data: {json.dumps(error.body())}\n\n".encode(), _DONE_FRAME]
 
-    def _text(self, text: str) -> list[bytes]:
+    def send_text(self, text: str) -> list[bytes]:
         return [self._chunk({"content": text})]
 
-    def _finish(self, done: Done) -> list[bytes]:
-        if done.stop_reason == "approval_required":
-            return self._fail(approval_error(done))
-        if done.stop_reason == "client_tools":
+    def on_finish(self, ending: Ending) -> list[bytes]:
+        finish = FINISH_REASONS.get(ending.outcome)
+        if finish is None:
+            return self.fail(run_error(ending))
+        done = ending.done
+        if finish == "tool_calls":
             calls = client_calls(done.pending)
             frames = [
                 self._chunk({"tool_calls": [{"index": index, **tool_call}]})
                 for index, tool_call in enumerate(calls)
             ]
-            frames.append(self._chunk({"agentloop": {"resume": done.resume}}, "tool_calls"))
+            frames.append(self._chunk({"agentloop": {"resume": done.resume}}, finish))
         else:
-            finish = FINISH_REASONS.get(done.stop_reason)
-            if finish is None:  # "error" after no error event, or "cancelled"
-                return self._fail(run_error(done, None))
             frames = [self._chunk({}, finish)]
         options = self.request.stream_options
         if options is not None and options.include_usage:
-            usage = {
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": [],
-                "usage": _usage_json(done.usage),
-            }
-            frames.append(f"data: {json.dumps(usage)}\n\n".encode())
-        return frames
-
-    async def frames(self, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
-        yield self._chunk({"role": "assistant", "content": ""})
-        async for event in events:
-            if self._ended or event.depth != 0:
-                continue
-            for frame in self._translate(event):
-                yield frame
-        if not self._ended:
-            yield _DONE_FRAME
+            frames.append(self._data({"choices": [], "usage": _usage_json(done.usage)}))
+        self.ended = True
+        return [*frames, _DONE_FRAME]
 
 
 def client_calls(pending: list[PendingCall]) -> list[dict[str, Any]]:
@@ -553,20 +521,20 @@ def client_calls(pending: list[PendingCall]) -> list[dict[str, Any]]:
 
 
 def completion_body(
-    done: Done, completion_id: str, model: str, tool_lines: list[str]
+    ending: Ending, completion_id: str, model: str, tool_lines: list[str]
 ) -> dict[str, Any]:
     """The non-streamed ``chat.completion`` for a run that ended with an answer, or paused
     for the client's tools (their calls, and the token that continues the run)."""
+    done = ending.done
     content = "".join(tool_lines) + done.text
     message: dict[str, Any] = {"role": "assistant", "content": content}
-    finish: FinishReason
-    if done.stop_reason == "client_tools":
+    finish = FINISH_REASONS.get(ending.outcome)
+    if finish is None:
+        raise run_error(ending)
+    if finish == "tool_calls":
         message["content"] = content or None  # as OpenAI answers a turn of calls only
         message["tool_calls"] = client_calls(done.pending)
         message["agentloop"] = {"resume": done.resume}
-        finish = "tool_calls"
-    else:
-        finish = FINISH_REASONS[done.stop_reason]
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -577,14 +545,11 @@ def completion_body(
     }
 
 
-async def collect_run(
-    events: AsyncIterator[Event], show_tools: bool
-) -> tuple[Done, ErrorEvent | None, list[str]]:
-    """Run to the end for a non-streamed answer (both OpenAI faces): the top-level ``done``,
-    the run's first error, and the tool lines ``show_tools`` asks for."""
+async def collect_run(events: AsyncIterator[Event], show_tools: bool) -> tuple[Ending, list[str]]:
+    """Run to the end for a non-streamed answer (both OpenAI faces): the run's ending (its
+    top-level ``done`` and first error), and the tool lines ``show_tools`` asks for."""
     tool_lines: list[str] = []
     error: ErrorEvent | None = None
-    done: Done | None = None
     async for event in events:
         if event.depth != 0:
             continue
@@ -593,9 +558,8 @@ async def collect_run(
         elif isinstance(event, ErrorEvent):
             error = error or event
         elif isinstance(event, Done):
-            done = event
-    assert done is not None, "handle_chat always ends with done"
-    return done, error, tool_lines
+            return outcome(event, error), tool_lines
+    raise AssertionError("handle_chat always ends with done")
 
 
 async def collect_completion(
@@ -604,12 +568,9 @@ async def collect_completion(
     """Run to the end and answer with one ``chat.completion`` object.
 
     The answer is ``done.text``, which already leaves out text a ``text_reset`` voided.
-    A run without an answer (``error``, ``cancelled``) raises :class:`HttpError`: a
-    non-streamed client has no other way to tell an apology from an answer.
+    A run without an answer (failed, cancelled, paused for approval) raises
+    :class:`HttpError`: a non-streamed client has no other way to tell an apology from an
+    answer.
     """
-    done, error, tool_lines = await collect_run(events, request.agentloop.show_tools)
-    if done.stop_reason == "approval_required":
-        raise approval_error(done)
-    if done.stop_reason not in FINISH_REASONS and done.stop_reason != "client_tools":
-        raise run_error(done, error)
-    return completion_body(done, completion_id, model, tool_lines)
+    ending, tool_lines = await collect_run(events, request.agentloop.show_tools)
+    return completion_body(ending, completion_id, model, tool_lines)

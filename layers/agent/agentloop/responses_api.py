@@ -39,11 +39,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from agentloop.events import (
-    Done,
-    Event,
-    UsageReport,
-)
+from agentloop.events import Event, UsageReport
+from agentloop.faces.outcome import Ending, Outcome
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
 from agentloop.models import (
@@ -56,20 +53,25 @@ from agentloop.models import (
     SystemMessage,
     Usage,
     UserMessage,
-    run_options,
 )
 from agentloop.openai_api import (
     DEFAULT_MODEL_ALIAS,
-    FINISH_REASONS,
-    AgentOptions,
-    OpenAIEventStream,
+    OpenAIOptions,
+    OpenAIStream,
     collect_run,
     run_error,
 )
 from agentloop.output_format import OutputFormat, OutputFormatError
-from agentloop.sent_text import SentText
 
 ResponseStatus = Literal["completed", "incomplete", "failed", "in_progress"]
+
+STATUSES: dict[Outcome, ResponseStatus] = {
+    Outcome.ANSWERED: "completed",
+    Outcome.CUT_SHORT: "incomplete",
+}
+"""Outcomes a response ends with: a limit cut the answer short, which Responses says as
+"incomplete" (``max_output_tokens``). The others have no answer: ``response.failed``, or an
+HTTP error when not streamed (``openai_api.run_error``)."""
 
 _NO_STORE = "this server stores no responses: send the whole conversation in input"
 _UNSUPPORTED: dict[str, str] = {
@@ -191,7 +193,7 @@ class ResponsesRequest(BaseModel):
     instructions: str | None = None
     stream: bool = False
     stream_options: ResponsesStreamOptions | None = None
-    agentloop: AgentOptions = Field(default_factory=AgentOptions)
+    agentloop: OpenAIOptions = Field(default_factory=OpenAIOptions)
     tools: list[Any] | None = Field(default=None, description="Client tools: only [] accepted.")
     tool_choice: Literal["auto"] | None = None
     text: TextConfig | None = None
@@ -242,7 +244,7 @@ class ResponsesRequest(BaseModel):
             return ChatRequest(
                 messages=messages,
                 model=None if self.model == DEFAULT_MODEL_ALIAS else self.model,
-                **run_options(options),
+                **options.chat_fields(),
                 sampling=sampling,
                 response_format=response_format,
             )
@@ -389,24 +391,26 @@ class _Response:
             "usage": None if usage is None else usage_json(usage),
         }
 
-    def answered(self, done: Done, text: str) -> dict[str, Any]:
-        """The final object of a run that ended with an answer (cut short by a limit or not)."""
-        status: ResponseStatus = "completed" if done.stop_reason == "completed" else "incomplete"
+    def answered(self, ending: Ending, text: str) -> dict[str, Any]:
+        """The final object of a run that ended with an answer (cut short by a limit or not);
+        an :class:`HttpError` for a run without one."""
+        status = STATUSES.get(ending.outcome)
+        if status is None:
+            raise run_error(ending)
         output = [_message(self.item_id, text, status)]
-        return self.body(status, output, done.usage)
+        return self.body(status, output, ending.done.usage)
 
 
 # -- streamed ----------------------------------------------------------------------------------
 
 
-class ResponseStream(OpenAIEventStream):
+class ResponseStream(OpenAIStream):
     """Turns agent events into Responses' streaming events.
 
     The message item is opened at once, so a failure is always reported after output has
     begun (the AI SDK then reports it in the stream instead of retrying the request).
-    A run without an answer ends the stream with ``error`` and ``response.failed``; what
-    the run sends after that is drained unsent, so it still ends with ``done`` and is
-    recorded. ``cancel`` stops a run whose answer can no longer reach the client correctly.
+    A run without an answer ends the stream with ``error`` and ``response.failed``.
+    ``cancel`` stops a run whose answer can no longer reach the client correctly.
     """
 
     def __init__(
@@ -416,16 +420,13 @@ class ResponseStream(OpenAIEventStream):
         model: str,
         cancel: CancelToken | None = None,
     ) -> None:
+        super().__init__(cancel, request.agentloop.show_tools)
         self.request = request
         self.response = _Response(request, response_id, model)
-        self.cancel = cancel
-        self._sent = SentText()
-        self.show_tools = request.agentloop.show_tools
         self._streamed: list[str] = []
         """The text sent so far (what a failure's incomplete message holds)."""
         self._usage: Usage | None = None
         self._sequence = 0
-        self._ended = False
 
     def _event(self, type_: str, **fields: Any) -> bytes:
         body = {"type": type_, "sequence_number": self._sequence, **fields}
@@ -435,13 +436,15 @@ class ResponseStream(OpenAIEventStream):
     def _where(self) -> dict[str, Any]:
         return {"item_id": self.response.item_id, "output_index": 0, "content_index": 0}
 
-    def _text(self, text: str) -> list[bytes]:
-        if not text:
-            return []
+    def send_text(self, text: str) -> list[bytes]:
         self._streamed.append(text)
         return [self._event("response.output_text.delta", **self._where(), delta=text, logprobs=[])]
 
-    def _start(self) -> list[bytes]:
+    def on_usage(self, event: UsageReport) -> list[bytes]:
+        self._usage = event.total  # the request's usage so far, for a failure
+        return []
+
+    def on_open(self) -> list[bytes]:
         response = self.response
         in_progress = response.body("in_progress", [])
         return [
@@ -459,8 +462,8 @@ class ResponseStream(OpenAIEventStream):
             ),
         ]
 
-    def _fail(self, error: HttpError) -> list[bytes]:
-        self._ended = True
+    def fail(self, error: HttpError) -> list[bytes]:
+        self.ended = True
         detail = _error_json(error)
         output = [_message(self.response.item_id, "".join(self._streamed), "incomplete")]
         failed = self.response.body("failed", output, self._usage, error=detail)
@@ -475,32 +478,23 @@ class ResponseStream(OpenAIEventStream):
             self._event("response.failed", response=failed),
         ]
 
-    def _finish(self, done: Done) -> list[bytes]:
-        self._usage = done.usage
-        if done.stop_reason not in FINISH_REASONS:  # "error" after no error event, "cancelled"
-            return self._fail(run_error(done, None))
-        self._ended = True
+    def on_finish(self, ending: Ending) -> list[bytes]:
+        self._usage = ending.done.usage
+        if not ending.outcome.has_answer:
+            return self.fail(run_error(ending))
+        self.ended = True
         text = "".join(self._streamed)
-        final = self.response.answered(done, text)
+        final = self.response.answered(ending, text)
         item = final["output"][0]
-        ending = "response.completed" if final["status"] == "completed" else "response.incomplete"
+        ending_type = (
+            "response.completed" if final["status"] == "completed" else "response.incomplete"
+        )
         return [
             self._event("response.output_text.done", **self._where(), text=text, logprobs=[]),
             self._event("response.content_part.done", **self._where(), part=_text_part(text)),
             self._event("response.output_item.done", output_index=0, item=item),
-            self._event(ending, response=final),
+            self._event(ending_type, response=final),
         ]
-
-    async def frames(self, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
-        for frame in self._start():
-            yield frame
-        async for event in events:
-            if isinstance(event, UsageReport):  # the request's usage so far, for a failure
-                self._usage = event.total
-            if self._ended or event.depth != 0:
-                continue
-            for frame in self._translate(event):
-                yield frame
 
 
 # -- not streamed ------------------------------------------------------------------------------
@@ -515,7 +509,6 @@ async def collect_response(
     without an answer (``error``, ``cancelled``) raises :class:`HttpError`, as
     ``openai_api.collect_completion`` does.
     """
-    done, error, tool_lines = await collect_run(events, request.agentloop.show_tools)
-    if done.stop_reason not in FINISH_REASONS:
-        raise run_error(done, error)
-    return _Response(request, response_id, model).answered(done, "".join(tool_lines) + done.text)
+    ending, tool_lines = await collect_run(events, request.agentloop.show_tools)
+    text = "".join(tool_lines) + ending.done.text
+    return _Response(request, response_id, model).answered(ending, text)

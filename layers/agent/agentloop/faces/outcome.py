@@ -56,6 +56,9 @@ OUTCOMES: dict[StopReason, Outcome] = {
 through this table's type; tests/unit/test_faces.py checks that none is missing)."""
 
 
+NO_ANSWER = "the run ended without an answer"
+
+
 @dataclass(frozen=True, slots=True)
 class Ending:
     """A run's top-level ``done``, its outcome and its first top-level ``error`` event."""
@@ -71,7 +74,7 @@ class Ending:
             return "the run was cancelled before it finished"
         if self.error is not None:
             return self.error.message
-        return "the run ended without an answer"
+        return NO_ANSWER
 
 
 def outcome(done: Done, error: ErrorEvent | None = None) -> Ending:
