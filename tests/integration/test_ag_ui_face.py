@@ -8,7 +8,6 @@ the scenarios apart by their first user message. The refusals are plain HTTP, fr
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,15 +17,12 @@ import pytest
 
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.events import Done
-from agentloop.http_api import InvocationInfo
-from chat_app import create_app
-from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
-from tests.fakes.pytest_plugin import _LEAKY_ENV, TEST_GROQ_KEY, TEST_OPENAI_KEY
+from tests.fakes.pytest_plugin import provider_env_for_module
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, tool_payload
 from tests.sample_tools import echo, sleeper
-from tests.served import AUTH, TOKEN, make_service
+from tests.served import AUTH, TOKEN, ServedApp, make_service
 
 ANSWER = "Paris is the capital of France."
 OTHER = "The capital of France is Paris."
@@ -195,36 +191,14 @@ class Session:
 
 @pytest.fixture(scope="module")
 def session(llm_server: ScriptedLLM) -> Iterator[Session]:
-    finished: dict[str, Done] = {}
-
-    def record(done: Done, info: InvocationInfo) -> None:
-        finished[info.request_id] = done
-
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OPENAI_BASE_URL", llm_server.openai_base_url)
-        env.setenv("GROQ_BASE_URL", llm_server.groq_base_url)
-        env.setenv("OPENAI_API_KEY", TEST_OPENAI_KEY)
-        env.setenv("GROQ_API_KEY", TEST_GROQ_KEY)
-        for name in _LEAKY_ENV:
-            env.delenv(name, raising=False)
-        llm_server.reset()
+    config = TEST_CONFIG.model_copy(update={"max_depth": 2})
+    service = make_service([echo, sleeper([]), ask_llm_tool()], config=config, heartbeat_s=0.05)
+    with provider_env_for_module(llm_server), ServedApp(service, name="ag-ui-face") as served:
         llm_server.respond_with(Model())
-        config = TEST_CONFIG.model_copy(update={"max_depth": 2})
-        tools = [echo, sleeper([]), ask_llm_tool()]
-        service = make_service(tools, config=config, heartbeat_s=0.05)
-        service.on_finish.append(record)
-        with LoopbackServer(create_app(service), name="ag-ui-face") as server:
-            output = run_node(
-                "ag_ui_client.mjs", {"url": server.url, "token": TOKEN, "cases": CASES}
-            )
-            runs = sum(len(c["turns"]) for c in CASES if c["name"] != "client-tools")
-            deadline = time.monotonic() + 10
-            while len(finished) < runs and time.monotonic() < deadline:
-                time.sleep(0.02)
-            yield Session(
-                server.url, output["cases"], output["printed"], llm_server.requests, finished
-            )
-        llm_server.reset()
+        output = run_node("ag_ui_client.mjs", {"url": served.url, "token": TOKEN, "cases": CASES})
+        served.runs(sum(len(c["turns"]) for c in CASES if c["name"] != "client-tools"))
+        finished = {info.request_id: done for done, info in served.finished_runs.runs}
+        yield Session(served.url, output["cases"], output["printed"], llm_server.requests, finished)
 
 
 def types(record: JSON) -> list[str]:
