@@ -568,8 +568,11 @@ async def ui_message_stream(request: Request) -> Response:
     service = _service(request)
     raw, who = await read_request_json(request, service)
     ui_request = validate_model(UIChatRequest, raw)
-    run = start_run(request, service, who, ui_request.to_chat_request(), ui_request.plan_params())
-    stream = UIMessageStream(ui_request, run.info.request_id, run.context.cancel)
+    chat_request = ui_request.to_chat_request()
+    run = start_run(request, service, who, chat_request, ui_request.plan_params())
+    stream = UIMessageStream(
+        ui_request, run.info.request_id, run.context.cancel, chat_request.approvals
+    )
     return stream_response(run, stream.frames(run.events), service, UI_STREAM_HEADERS)
 
 

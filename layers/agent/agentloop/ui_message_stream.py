@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -78,6 +78,10 @@ from agentloop.events import (
     TurnStart,
     UsageReport,
 )
+from agentloop.faces.options import AskingAgentOptions
+from agentloop.faces.outcome import NO_ANSWER, Ending, Outcome
+from agentloop.faces.stream import STREAM_CUT_MESSAGE as STREAM_CUT
+from agentloop.faces.stream import FaceStream
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
 from agentloop.models import (
@@ -91,9 +95,7 @@ from agentloop.models import (
     ToolMessage,
     Usage,
     UserMessage,
-    run_options,
 )
-from agentloop.sent_text import SentText
 from agentloop.tools.results import ToolResult, truncate_middle
 
 UI_STREAM_HEADERS: dict[str, str] = {"x-vercel-ai-ui-message-stream": "v1"}
@@ -256,23 +258,6 @@ class UIMessage(BaseModel):
     parts: list[UIPart]
 
 
-class UIAgentOptions(BaseModel):
-    """Agent options the AI SDK has no field for, sent as the transport's extra body."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tools: list[Annotated[str, StringConstraints(max_length=128)]] | None = Field(
-        default=None, max_length=100
-    )
-    approval_tools: list[Annotated[str, StringConstraints(max_length=128)]] | None = Field(
-        default=None, max_length=100
-    )
-    """More tools whose calls wait for a person's approval (added to the server's)."""
-    max_iterations: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
-
-
 class UIChatRequest(BaseModel):
     """The body ``DefaultChatTransport`` posts; unknown fields are refused (a misspelt
     option must not be ignored in silence)."""
@@ -284,7 +269,7 @@ class UIChatRequest(BaseModel):
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
     messageId: _ShortId | None = None
     model: str | None = Field(default=None, max_length=200)
-    agentloop: UIAgentOptions = Field(default_factory=UIAgentOptions)
+    agentloop: AskingAgentOptions = Field(default_factory=AskingAgentOptions)
 
     def to_chat_request(self) -> ChatRequest:
         """The conversation as the agent's history (422 naming the part it cannot take); when it
@@ -307,7 +292,7 @@ class UIChatRequest(BaseModel):
             return ChatRequest(
                 messages=history,
                 model=self.model,
-                **run_options(options),
+                **options.chat_fields(),
                 approvals=list(decisions.values()) or None,
                 resume=resume,
             )
@@ -316,11 +301,11 @@ class UIChatRequest(BaseModel):
 
     @property
     def continued_message_id(self) -> str | None:
-        """The paused assistant message this request continues (its answer goes on in it)."""
+        """The paused assistant message this request continues (its answer goes on in it).
+        A conversation that :meth:`to_chat_request` took ends with the user's message, or
+        with the assistant message whose approvals it answers."""
         message = self.messages[-1]
-        if message.role == "assistant" and self.decisions():
-            return message.id
-        return None
+        return message.id if message.role == "assistant" else None
 
     def shown_sources(self) -> frozenset[str]:
         """The URLs of the sources the continued message shows already (none: a new answer)."""
@@ -330,19 +315,6 @@ class UIChatRequest(BaseModel):
         return frozenset(
             p.url for p in parts if isinstance(p, SourcePart) and isinstance(p.url, str)
         )
-
-    def decisions(self) -> dict[str, bool]:
-        """The approvals answered in the last message: call id -> approved."""
-        message = self.messages[-1]
-        if message.role != "assistant":
-            return {}
-        return {
-            part.toolCallId: bool(part.approval.approved)
-            for part in message.parts
-            if isinstance(part, _ToolPart)
-            and part.state == "approval-responded"
-            and part.approval is not None
-        }
 
     def plan_params(self) -> dict[str, str]:
         """Where this protocol carries what a plan may refuse (``start_run``'s params)."""
@@ -508,20 +480,16 @@ def _result(part: _ToolPart, at: str) -> str:
 
 # -- the answer -----------------------------------------------------------------------------
 
-_FINISH_REASONS = {
-    "completed": "stop",
-    "max_iterations": "length",
-    "budget": "length",
-    "deadline": "length",
-    "approval_required": "tool-calls",
+FINISH_REASONS: dict[Outcome, str] = {
+    Outcome.ANSWERED: "stop",
+    Outcome.CUT_SHORT: "length",
+    Outcome.AWAITS_APPROVAL: "tool-calls",
 }
-"""Stop reasons that end well: with an answer, or paused on calls that wait for a person's
+"""Outcomes that end well: with an answer, or paused on calls that wait for a person's
 approval (as the SDK's own runs stop for them); others finish with "error"."""
 
-STREAM_CUT_MESSAGE = (
-    "the provider's stream was cut after part of the answer had been sent, and the retried "
-    "answer does not continue it; ask again to get the whole answer"
-)
+Chunk = dict[str, Any]
+"""One UI message stream chunk, as its ``data:`` line holds it."""
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:
@@ -591,103 +559,79 @@ class _SubagentCall:
         }
 
 
-class UIMessageStream:
+class UIMessageStream(FaceStream[Chunk]):
     """Turns one run's events into UI message stream chunks (SSE ``data:`` lines).
 
-    Sent text is never contradicted: a retried turn's text is held back while it repeats
-    what was sent; text that departs from it ends the stream with an ``error`` chunk and
-    cancels the run (``cancel``), whose remaining events are drained unsent.
+    Sent text is never contradicted (:class:`FaceStream`): a cut ends the stream with an
+    ``error`` chunk and cancels the run (``cancel``), whose remaining events are drained
+    unsent. ``approvals`` are the decisions the request carries (``ChatRequest.approvals``).
     """
 
     def __init__(
-        self, ui_request: UIChatRequest, message_id_seed: str, cancel: CancelToken
+        self,
+        ui_request: UIChatRequest,
+        message_id_seed: str,
+        cancel: CancelToken,
+        approvals: Sequence[Approval] | None = None,
     ) -> None:
+        super().__init__(cancel, approvals)
         self.request = ui_request
         self.message_id = ui_request.continued_message_id or f"msg-{message_id_seed}"
-        self.cancel = cancel
-        self._decided = ui_request.decisions()
-        """Calls whose approval this request answers: their parts are in the message already."""
         self._shown_sources = ui_request.shown_sources()
-        self._sent = SentText()
-        self._ended = False
         self._step_open = False
         self._step_has_results = False
         self._text_id: str | None = None
         self._text_parts = 0
-        self._error: ErrorEvent | None = None
         self._calls: dict[str, _SubagentCall] = {}
         self._agents: dict[str, tuple[_SubagentCall, _Subagent]] = {}
 
     async def frames(self, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
-        yield _frame({"type": "start", "messageId": self.message_id})
-        async for event in events:
-            if self._ended:
-                continue  # drained, so the run still ends with done
-            for chunk in self._translate(event):
-                yield _frame(chunk)
-        if not self._ended:  # handle_chat always ends with done; never leave a client waiting
-            for chunk in self._fail("the run ended without an answer"):
-                yield _frame(chunk)
+        async for frame in super().frames(events):
+            yield frame
         yield _DONE_FRAME
+
+    def encode(self, chunk: Chunk) -> bytes:
+        return _frame(chunk)
+
+    def on_open(self) -> list[Chunk]:
+        return [{"type": "start", "messageId": self.message_id}]
+
+    def on_close(self) -> list[Chunk]:
+        # handle_chat always ends with done; never leave a client waiting
+        return [] if self.ended else self._fail(NO_ANSWER)
 
     # -- top level ------------------------------------------------------------------------
 
-    def _translate(self, event: Event) -> list[dict[str, Any]]:
-        if event.depth > 0:
-            return self._subagent(event)
-        if isinstance(event, TextDelta):
-            return self._text(event.text)
-        if isinstance(event, TextReset):
-            self._sent.reset()
-            return []
-        if isinstance(event, ErrorEvent):
-            self._error = self._error or event
-            return []
-        if self._sent.replaying and isinstance(
-            event, TurnStart | ToolCallStart | ToolCallResult | ApprovalRequest | Done
-        ):
-            return self._cut()  # the retried turn ended short of what the client shows
-        if isinstance(event, TurnStart):
-            self._sent.mark()
-            chunks = self._close_step()
-            return [*chunks, *self._open_step()]
-        if isinstance(event, ToolCallStart):
-            if event.call_id in self._decided:
-                return self._close_text()
-            return [*self._close_text(), *self._ensure_step(), _input_chunk(event)]
-        if isinstance(event, ApprovalRequest):
-            chunks = [*self._close_text(), *self._ensure_step(), _input_chunk(event)]
+    def on_turn(self, event: TurnStart) -> list[Chunk]:
+        return [*self._close_step(), *self._open_step()]
+
+    def on_tool_start(self, event: ToolCallStart) -> list[Chunk]:
+        if event.call_id in self.decided:  # its part is in the message already
+            return self._close_text()
+        return [*self._close_text(), *self._ensure_step(), _input_chunk(event)]
+
+    def on_approval(self, event: ApprovalRequest) -> list[Chunk]:
+        request = {"type": "tool-approval-request", "approvalId": event.call_id}
+        request["toolCallId"] = event.call_id
+        return [*self._close_text(), *self._ensure_step(), _input_chunk(event), request]
+
+    def on_tool_result(self, event: ToolCallResult) -> list[Chunk]:
+        self._step_has_results = True
+        chunks = self._close_text()
+        call_id = event.call_id
+        if self.decided.get(call_id) is False:
+            chunks.append({"type": "tool-output-denied", "toolCallId": call_id})
+        elif event.ok:
             chunks.append(
-                {
-                    "type": "tool-approval-request",
-                    "approvalId": event.call_id,
-                    "toolCallId": event.call_id,
-                }
+                {"type": "tool-output-available", "toolCallId": call_id, "output": event.content}
             )
-            return chunks
-        if isinstance(event, ToolCallResult):
-            self._sent.mark()
-            self._step_has_results = True
-            chunks = self._close_text()
-            if self._decided.get(event.call_id) is False:
-                chunks.append({"type": "tool-output-denied", "toolCallId": event.call_id})
-            elif event.ok:
-                chunks.append(
-                    {
-                        "type": "tool-output-available",
-                        "toolCallId": event.call_id,
-                        "output": event.content,
-                    }
-                )
-            else:
-                chunks.append(
-                    {
-                        "type": "tool-output-error",
-                        "toolCallId": event.call_id,
-                        "errorText": event.content,
-                    }
-                )
-            return chunks
+        else:
+            chunks.append(
+                {"type": "tool-output-error", "toolCallId": call_id, "errorText": event.content}
+            )
+        return chunks
+
+    def on_other(self, event: Event) -> list[Chunk]:
         if isinstance(event, RunStart):
             return [
                 _metadata(
@@ -697,23 +641,14 @@ class UIMessageStream:
                     budgetRemaining=event.budget_remaining,
                 )
             ]
-        if isinstance(event, UsageReport):
-            return [self._usage(event)]
         if isinstance(event, ModelSwitched):
             return [_metadata(model=event.to_model), _notice(*_switch_notice(event))]
         if isinstance(event, Notice):
             return [_notice(event.code, event.message)]
-        if isinstance(event, Done):
-            return self._finish(event)
         return []
 
-    def _text(self, text: str) -> list[dict[str, Any]]:
-        sent = self._sent.add(text)
-        if sent is None:
-            return self._cut()
-        if not sent:
-            return []
-        chunks: list[dict[str, Any]] = []
+    def on_text(self, event: TextDelta, text: str) -> list[Chunk]:
+        chunks: list[Chunk] = []
         if self._text_id is None:
             if self._step_has_results:  # an answer after the results, with no turn_start
                 chunks += self._close_step()
@@ -721,69 +656,59 @@ class UIMessageStream:
             self._text_parts += 1
             self._text_id = f"text-{self._text_parts}"
             chunks.append({"type": "text-start", "id": self._text_id})
-        chunks.append({"type": "text-delta", "id": self._text_id, "delta": sent})
+        chunks.append({"type": "text-delta", "id": self._text_id, "delta": text})
         return chunks
 
-    def _close_text(self) -> list[dict[str, Any]]:
+    def _close_text(self) -> list[Chunk]:
         if self._text_id is None:
             return []
         text_id, self._text_id = self._text_id, None
         return [{"type": "text-end", "id": text_id}]
 
-    def _open_step(self) -> list[dict[str, Any]]:
+    def _open_step(self) -> list[Chunk]:
         self._step_open = True
         self._step_has_results = False
         return [{"type": "start-step"}]
 
-    def _ensure_step(self) -> list[dict[str, Any]]:
+    def _ensure_step(self) -> list[Chunk]:
         return [] if self._step_open else self._open_step()
 
-    def _close_step(self) -> list[dict[str, Any]]:
+    def _close_step(self) -> list[Chunk]:
         chunks = self._close_text()
         if self._step_open:
             self._step_open = False
             chunks.append({"type": "finish-step"})
         return chunks
 
-    def _usage(self, event: UsageReport) -> dict[str, Any]:
-        return _metadata(usage=usage_json(event.total), budgetRemaining=event.budget_remaining)
+    def on_usage(self, event: UsageReport) -> list[Chunk]:
+        return [_metadata(usage=usage_json(event.total), budgetRemaining=event.budget_remaining)]
 
-    def _finish(self, done: Done) -> list[dict[str, Any]]:
+    def on_finish(self, ending: Ending) -> list[Chunk]:
+        done = ending.done
         chunks = [*self._close_text(), *self._sources(done), *self._close_step()]
-        metadata: dict[str, Any] = {
+        metadata: Chunk = {
             "usage": usage_json(done.usage),
             "budgetRemaining": done.budget_remaining,
             "stopReason": done.stop_reason,
             "iterations": done.iterations,
         }
-        if done.resume is not None or self._decided:  # a continuation clears the spent token
+        if done.resume is not None or self.decided:  # a continuation clears the spent token
             metadata["resume"] = done.resume
-        finish_reason = _FINISH_REASONS.get(done.stop_reason)
+        finish_reason = FINISH_REASONS.get(ending.outcome)
         if finish_reason is None:
-            error = self._error
-            if done.stop_reason == "cancelled":
-                message = "the run was cancelled before it finished"
-            else:
-                message = error.message if error is not None else "the run failed"
-            metadata["error"] = {
-                "code": error.code if error is not None else done.stop_reason,
-                "message": message,
-            }
-            chunks.append({"type": "error", "errorText": message})
-        self._ended = True
-        chunks.append(
-            {
-                "type": "finish",
-                "finishReason": finish_reason or "error",
-                "messageMetadata": metadata,
-            }
-        )
+            error = ending.error
+            code = error.code if error is not None else done.stop_reason
+            metadata["error"] = {"code": code, "message": ending.failure}
+            chunks.append({"type": "error", "errorText": ending.failure})
+        self.ended = True
+        finish = {"type": "finish", "finishReason": finish_reason or "error"}
+        chunks.append({**finish, "messageMetadata": metadata})
         return chunks
 
-    def _sources(self, done: Done) -> list[dict[str, Any]]:
+    def _sources(self, done: Done) -> list[Chunk]:
         """A ``source-url`` part per source of the run, after its answer (a continued answer:
         those its message does not show yet)."""
-        chunks: list[dict[str, Any]] = []
+        chunks: list[Chunk] = []
         for source in done.sources:
             if source.url in self._shown_sources:
                 continue
@@ -793,24 +718,21 @@ class UIMessageStream:
             chunks.append(chunk)
         return chunks
 
-    def _fail(self, message: str) -> list[dict[str, Any]]:
-        self._ended = True
+    def _fail(self, message: str) -> list[Chunk]:
+        self.ended = True
         return [
             *self._close_step(),
             {"type": "error", "errorText": message},
             {"type": "finish", "finishReason": "error"},
         ]
 
-    def _cut(self) -> list[dict[str, Any]]:
-        self.cancel.cancel()  # its answer can no longer reach the client correctly
-        return self._fail(STREAM_CUT_MESSAGE)
+    def on_cut(self, message: str) -> list[Chunk]:
+        return self._fail(message)
 
     # -- sub-agents -----------------------------------------------------------------------
 
-    def _subagent(self, event: Event) -> list[dict[str, Any]]:
+    def on_subagent(self, event: Event) -> list[Chunk]:
         """Update the sub-agent's data part; returns it when something worth showing changed."""
-        if isinstance(event, UsageReport):
-            return [self._usage(event)]
         if isinstance(event, SubagentStart):
             call = self._calls.get(event.call_id)
             if call is None:
@@ -865,6 +787,10 @@ class UIMessageStream:
             return []
         agent.shown_text = len(agent.text)
         return [call.chunk()]
+
+
+STREAM_CUT_MESSAGE = STREAM_CUT.format(advice=UIMessageStream.retry_advice)
+"""The ``errorText`` of a cut stream."""
 
 
 def _source_id(url: str) -> str:

@@ -19,7 +19,7 @@ validation, no copies.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import ClassVar, Generic, TypeVar
 
 from agentloop.events import (
@@ -36,6 +36,7 @@ from agentloop.events import (
 )
 from agentloop.faces.outcome import Ending, outcome
 from agentloop.limits import CancelToken
+from agentloop.models import Approval
 from agentloop.sent_text import SentText
 
 C = TypeVar("C")
@@ -59,8 +60,14 @@ class FaceStream(Generic[C]):
     retry_advice: ClassVar[str] = "ask again to get the whole answer"
     """What a client whose stream was cut can do: the end of :data:`STREAM_CUT_MESSAGE`."""
 
-    def __init__(self, cancel: CancelToken | None = None) -> None:
+    def __init__(
+        self, cancel: CancelToken | None = None, approvals: Sequence[Approval] | None = None
+    ) -> None:
         self.cancel = cancel
+        self.decided: dict[str, bool] = {a.call_id: a.approved for a in approvals or ()}
+        """The calls whose approval this request answers (``ChatRequest.approvals``): call
+        id -> approved. Their calls are on the client already, so faces do not show them
+        starting again."""
         self.sent = SentText()
         self.ended = False
         """True once the face sent its last frame: the rest of the run is drained unsent."""
