@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig
@@ -79,14 +79,15 @@ class FinishedRuns:
             return self._changed.wait_for(lambda: found(self._runs), timeout)
 
     def of_request(self, request_id: str, timeout: float = WAIT_S) -> Done:
-        """The ``done`` of the run that answered request ``request_id``, once it finished."""
+        """The ``done`` of the one run that answered request ``request_id``, once it finished."""
 
         def answered(runs: list[tuple[Done, InvocationInfo]]) -> bool:
             return any(info.request_id == request_id for _, info in runs)
 
         if not self.wait_for(answered, timeout):
             raise AssertionError(f"no finished run for request {request_id}")
-        return next(done for done, info in self.runs if info.request_id == request_id)
+        [done] = [done for done, info in self.runs if info.request_id == request_id]
+        return done
 
 
 class ServedApp:
@@ -123,6 +124,13 @@ class ServedApp:
         finished = self.runs(1, timeout)
         assert finished, "no run finished"
         return finished[-1]
+
+    def done_of_message(self, message: dict[str, Any]) -> Done:
+        """The run that answered with the UI ``message`` (``/api/chat`` makes its id from the
+        request id), once it finished."""
+        message_id = str(message["id"])
+        assert message_id.startswith("msg-"), message_id
+        return self.finished_runs.of_request(message_id.removeprefix("msg-"))
 
     def start(self) -> Self:
         self._server.start()

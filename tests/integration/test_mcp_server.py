@@ -10,17 +10,13 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import mcp_types as types
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentloop.ask_llm import ask_llm_tool
@@ -28,8 +24,9 @@ from agentloop.tools.base import ToolContext, tool
 from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
+from tests.mcp_session import open_mcp_session
 from tests.sample_tools import NoArgs, echo
-from tests.served import TOKEN, ServedApp, make_service
+from tests.served import ServedApp, make_service
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,28 +53,6 @@ def served(llm: ScriptedLLM, provider_env: ScriptedLLM) -> Iterator[ServedApp]:
     service = make_service([echo, ask_llm_tool(), until_cancelled])
     with ServedApp(service, name="mcp-face", lifespan="on") as served:
         yield served
-
-
-@asynccontextmanager
-async def session(
-    url: str, token: str = TOKEN, statuses: list[int] | None = None
-) -> AsyncIterator[ClientSession]:
-    async def record(response: httpx2.Response) -> None:
-        if statuses is not None:
-            statuses.append(response.status_code)
-
-    client = httpx2.AsyncClient(
-        headers={"authorization": f"Bearer {token}"},
-        timeout=30,
-        event_hooks={"response": [record]},
-    )
-    async with (
-        client,
-        streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
-        ClientSession(read, write) as mcp_session,
-    ):
-        await mcp_session.initialize()
-        yield mcp_session
 
 
 def ask_args(question: str, tools: list[str]) -> dict[str, Any]:
@@ -108,7 +83,7 @@ async def test_lists_ask_and_answers_with_progress_and_usage(
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, message))
 
-    async with session(served.url) as mcp_session:
+    async with open_mcp_session(served.url) as mcp_session:
         listed = await mcp_session.list_tools()
         result = await mcp_session.call_tool(
             "ask",
@@ -156,7 +131,7 @@ async def test_a_wrong_token_gets_401(served: ServedApp) -> None:
     assert response.json()["error"]["type"] == "unauthorized"
     statuses: list[int] = []
     with pytest.raises(ExceptionGroup) as info:  # the SDK raises it from its task group
-        async with session(served.url, token="wrong", statuses=statuses):
+        async with open_mcp_session(served.url, token="wrong", statuses=statuses):
             pass
     assert info.group_contains(MCPError)
     assert statuses == [401]
@@ -164,7 +139,7 @@ async def test_a_wrong_token_gets_401(served: ServedApp) -> None:
 
 
 async def test_bad_arguments_are_tool_errors(served: ServedApp, llm: ScriptedLLM) -> None:
-    async with session(served.url) as mcp_session:
+    async with open_mcp_session(served.url) as mcp_session:
         missing = await mcp_session.call_tool("ask", {})
         extra = await mcp_session.call_tool("ask", {"question": "hi", "model": "x"})
         zero = await mcp_session.call_tool("ask", {"question": "hi", "max_iterations": 0})
@@ -202,7 +177,7 @@ async def test_a_client_that_goes_away_cancels_the_run(served: ServedApp, llm: S
             waiting.set()
 
     async def ask() -> None:
-        async with session(served.url) as mcp_session:
+        async with open_mcp_session(served.url) as mcp_session:
             await mcp_session.call_tool(
                 "ask", ask_args("wait", ["until_cancelled"]), progress_callback=on_progress
             )
@@ -247,7 +222,7 @@ print(json.dumps([status, loaded]))
 
 async def test_a_failed_run_is_a_tool_error(served: ServedApp, llm: ScriptedLLM) -> None:
     llm.script(Reply(status=400, error_message="the prompt is malformed"))
-    async with session(served.url) as mcp_session:
+    async with open_mcp_session(served.url) as mcp_session:
         result = await mcp_session.call_tool("ask", {"question": "hi"})
     assert result.is_error
     [block] = result.content
@@ -265,7 +240,7 @@ async def test_a_cancelled_run_is_a_tool_error_not_an_answer(
     """A run cancelled while its caller still waits has no answer: ``isError``, saying so."""
     llm.script(Reply(tool_calls=[call("cancel_run")]), Reply(text="should not be asked"))
     with ServedApp(make_service([cancel_run]), name="mcp-cancel", lifespan="on") as served:
-        async with session(served.url) as mcp_session:
+        async with open_mcp_session(served.url) as mcp_session:
             result = await mcp_session.call_tool("ask", ask_args("go", ["cancel_run"]))
         [done] = served.runs(1)
     assert done.stop_reason == "cancelled"
@@ -322,7 +297,7 @@ async def test_server_info_carries_the_package_version(served: ServedApp) -> Non
 
     import agentloop
 
-    async with session(served.url) as mcp_session:
+    async with open_mcp_session(served.url) as mcp_session:
         info = mcp_session.server_info
 
     assert info is not None
@@ -337,7 +312,7 @@ async def test_server_info_carries_the_package_version(served: ServedApp) -> Non
 
 
 async def test_the_ask_tool_is_described_for_the_model_that_calls_it(served: ServedApp) -> None:
-    async with session(served.url) as mcp_session:
+    async with open_mcp_session(served.url) as mcp_session:
         [tool] = (await mcp_session.list_tools()).tools
 
     schema = tool.input_schema
@@ -369,7 +344,7 @@ async def test_tools_that_wait_for_approval_are_not_offered(
     config = TEST_CONFIG.model_copy(update={"approval_tools": ("echo",)})
     service = make_service([echo, ask_llm_tool()], config=config)
     with LoopbackServer(create_app(service), name="mcp-approvals", lifespan="on") as server:
-        async with session(server.url) as mcp_session:
+        async with open_mcp_session(server.url) as mcp_session:
             [tool] = (await mcp_session.list_tools()).tools
             refused = await mcp_session.call_tool("ask", {"question": "hi", "tools": ["echo"]})
 

@@ -11,8 +11,6 @@ and the first page again.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +23,19 @@ from starlette.routing import Route
 
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.events import EVENT_ADAPTER, Done, Event
-from agentloop.http_api import InvocationInfo
 from agentloop.sources import collect
 from agentloop.tools.base import Tool
 from agentloop.tools.scrape import ScrapeSettings, scrape_tool
 from agentloop.tools.search import search_web_tool
-from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.fakes.search_apis import PAGES as FOUND
 from tests.fakes.search_apis import SearchAPIs
 from tests.helpers import TEST_CONFIG, iter_sse, validate_event
-from tests.integration.test_mcp_server import session as mcp_session
+from tests.mcp_session import open_mcp_session
 from tests.sample_tools import double
-from tests.served import AUTH, TOKEN, make_service
+from tests.served import AUTH, TOKEN, ServedApp, make_service
 
 JSON = dict[str, Any]
 MODEL = "openai:gpt-4o-mini"
@@ -128,29 +124,13 @@ def expected(pages: str) -> list[JSON]:
     ]
 
 
-@dataclass
-class App:
-    url: str
-    finished: list[tuple[Done, InvocationInfo]]
-
-    def done_of(self, message: JSON) -> Done:
-        """The run that answered with the UI ``message`` (its id is made from the request's)."""
-        [done] = [d for d, info in self.finished if message["id"] == f"msg-{info.request_id}"]
-        return done
-
-
-@contextmanager
-def serve(tools: list[Tool]) -> Iterator[App]:
-    finished: list[tuple[Done, InvocationInfo]] = []
-    service = make_service(tools, TEST_CONFIG)
-    service.on_finish.append(lambda done, info: finished.append((done, info)))
+def serve(tools: list[Tool]) -> ServedApp:
     # lifespan on: /mcp's session manager runs in it
-    with LoopbackServer(create_app(service), name="sources-app", lifespan="on") as server:
-        yield App(server.url, finished)
+    return ServedApp(make_service(tools, TEST_CONFIG), name="sources-app", lifespan="on")
 
 
 @pytest.fixture
-def app(llm: ScriptedLLM, pages: str, apis: SearchAPIs) -> Iterator[App]:
+def app(llm: ScriptedLLM, pages: str, apis: SearchAPIs) -> Iterator[ServedApp]:
     llm.respond_with(researcher(pages))
     tools = [search_web_tool(apis.settings("tavily")), scrape_tool(LOOPBACK), ask_llm_tool()]
     with serve(tools) as served:
@@ -164,7 +144,7 @@ LOOPBACK = ScrapeSettings(allow_loopback=True)
 
 
 def test_done_lists_the_pages_read_and_results_found_sub_agents_included(
-    app: App, pages: str
+    app: ServedApp, pages: str
 ) -> None:
     body = {"messages": [{"role": "user", "content": QUESTION}], "model": MODEL, "tools": TOOLS}
     with httpx.stream("POST", f"{app.url}/chat", json=body, headers=AUTH, timeout=60) as response:
@@ -196,7 +176,7 @@ def source_parts(message: JSON) -> list[JSON]:
     return [p for p in message["parts"] if p["type"] == "source-url"]
 
 
-def test_source_url_parts_follow_the_answer(app: App, pages: str) -> None:
+def test_source_url_parts_follow_the_answer(app: ServedApp, pages: str) -> None:
     body = {"model": MODEL, "agentloop": {"tools": TOOLS}}
     [[turn]] = [
         case["turns"]
@@ -208,7 +188,7 @@ def test_source_url_parts_follow_the_answer(app: App, pages: str) -> None:
     assert turn["errors"] == []
     assert turn["thrown"] is None
     message = turn["message"]
-    done = app.done_of(message)
+    done = app.done_of_message(message)
 
     parts = source_parts(message)
     assert [{"url": p["url"], "title": p["title"]} for p in parts] == [
@@ -275,7 +255,7 @@ def test_a_continued_answer_adds_only_the_sources_its_message_lacks(
         record = out["cases"]["sources"]
         assert record["errors"] == []
         paused, final = record["paused"][-1], record["final"][-1]
-        dones = [done for done, _ in served.finished]
+        dones = served.runs(2)
 
     news = {"url": f"{pages}/news", "title": NEWS_TITLE}
     cafe = {"url": f"{pages}/cafe", "title": HOSTILE_SHOWN}
@@ -292,7 +272,7 @@ def test_a_continued_answer_adds_only_the_sources_its_message_lacks(
 # -- the other faces: where their protocol has a place for them -------------------------------
 
 
-def test_ag_ui_run_finished_result_has_the_sources(app: App, pages: str) -> None:
+def test_ag_ui_run_finished_result_has_the_sources(app: ServedApp, pages: str) -> None:
     params = {"forwardedProps": {"agentloop": {"model": MODEL, "tools": TOOLS}}}
     case = {"name": "sources", "turns": [{"user": QUESTION, "params": params}]}
     out = run_node("ag_ui_client.mjs", {"url": app.url, "token": TOKEN, "cases": [case]})
@@ -302,8 +282,8 @@ def test_ag_ui_run_finished_result_has_the_sources(app: App, pages: str) -> None
     assert record["result"]["sources"] == expected(pages)
 
 
-async def test_mcp_ask_result_has_the_sources(app: App, pages: str) -> None:
-    async with mcp_session(app.url) as session:
+async def test_mcp_ask_result_has_the_sources(app: ServedApp, pages: str) -> None:
+    async with open_mcp_session(app.url) as session:
         result = await session.call_tool("ask", {"question": QUESTION, "tools": TOOLS})
 
     assert not result.is_error

@@ -19,7 +19,6 @@ import pytest
 
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.config import AgentConfig
-from agentloop.events import Done
 from agentloop.models import to_wire
 from agentloop.ui_message_stream import STREAM_CUT_MESSAGE, usage_json
 from tests.fakes.node_client import run_node
@@ -37,12 +36,6 @@ class Served(ServedApp):
         """Run the cases through the ai package; each case's turns, as the client saw them."""
         out = run_node("ui_stream_client.mjs", {"url": self.url, "token": TOKEN, "cases": cases})
         return [case["turns"] for case in out["cases"]]
-
-    def done_of(self, message: JSON) -> Done:
-        """The run that answered with ``message`` (its id is made from the request id)."""
-        message_id = str(message["id"])
-        assert message_id.startswith("msg-"), message_id
-        return self.finished_runs.of_request(message_id.removeprefix("msg-"))
 
     def post(self, body: Any, token: str = TOKEN) -> httpx.Response:
         return httpx.post(
@@ -110,7 +103,7 @@ def test_streamed_text_becomes_one_text_part(served: Served, llm: ScriptedLLM) -
     assert turn["thrown"] is None
     assert turn["errors"] == []
     message = turn["message"]
-    done = served.done_of(message)
+    done = served.done_of_message(message)
     assert message["role"] == "assistant"
     assert kinds(message) == ["step-start", "text"]
     assert message["parts"][1]["state"] == "done"
@@ -147,7 +140,7 @@ def test_tool_calls_show_as_tool_parts_and_come_back_as_history(
     assert first["errors"] == []
     assert second["errors"] == []
     message = first["message"]
-    done = served.done_of(message)
+    done = served.done_of_message(message)
     assert llm.requests[0].tool_names == ["echo", "boom"]  # the options went through
     assert kinds(message) == ["step-start", "text", "tool-echo", "tool-boom", "step-start", "text"]
     _, commentary, echoed, failed, _, answer = message["parts"]
@@ -194,7 +187,7 @@ def test_a_subagent_is_shown_in_a_data_part_keyed_by_its_call(
 
     assert turn["errors"] == []
     message = turn["message"]
-    done = served.done_of(message)
+    done = served.done_of_message(message)
     assert text_of(message) == done.text == "A is A. / B is B."
     [ask] = [p for p in message["parts"] if p["type"] == "tool-ask_llm"]
     assert ask["state"] == "output-available"
@@ -242,7 +235,7 @@ def test_nested_subagents_each_have_their_part(llm: ScriptedLLM) -> None:
     body = {"agentloop": {"tools": ["ask_llm"]}}
     with serve(TEST_CONFIG.model_copy(update={"max_depth": 2})) as served:
         [[turn]] = served.chat({"body": body, "turns": [top]})
-        done = served.done_of(turn["message"])
+        done = served.done_of_message(turn["message"])
 
     assert turn["errors"] == []
     message = turn["message"]
@@ -275,7 +268,7 @@ def test_a_limit_finishes_normally_with_the_notice(served: Served, llm: Scripted
 
     assert turn["errors"] == []
     message = turn["message"]
-    done = served.done_of(message)
+    done = served.done_of_message(message)
     assert done.stop_reason == "max_iterations"
     assert finish_of(turn)["finishReason"] == "length"
     assert text_of(message) == done.text
@@ -295,7 +288,7 @@ def test_a_provider_error_ends_with_an_error_chunk(served: Served, llm: Scripted
     [[turn]] = served.chat({"turns": ["Hello?"]})
 
     message = turn["message"]
-    done = served.done_of(message)
+    done = served.done_of_message(message)
     assert done.stop_reason == "error"
     [error] = turn["errors"]  # readUIMessageStream's onError, from the error chunk
     assert "401" in error
@@ -321,13 +314,13 @@ def test_a_retried_turn_is_continued_never_contradicted(served: Served, llm: Scr
     if len(llm.requests) < 4:
         pytest.fail("the loop did not retry the cut turns")
     assert same["errors"] == []
-    assert text_of(same["message"]) == served.done_of(same["message"]).text == ANSWER
+    assert text_of(same["message"]) == served.done_of_message(same["message"]).text == ANSWER
     assert finish_of(same)["finishReason"] == "stop"
 
     assert departed["errors"] == [STREAM_CUT_MESSAGE]
     assert text_of(departed["message"]) == "Paris is "  # the cut attempt's text, once
     assert finish_of(departed)["finishReason"] == "error"
-    served.done_of(departed["message"])  # the run still ended and was recorded
+    served.done_of_message(departed["message"])  # the run still ended and was recorded
 
 
 def test_a_client_abort_cancels_the_run(served: Served, llm: ScriptedLLM) -> None:
@@ -339,7 +332,7 @@ def test_a_client_abort_cancels_the_run(served: Served, llm: ScriptedLLM) -> Non
 
     assert turn["aborted"]
     assert turn["thrown"] is None
-    done = served.done_of(turn["message"])
+    done = served.done_of_message(turn["message"])
     assert done.stop_reason == "cancelled"
     assert time.monotonic() - started < 10
     assert long_answer.startswith(done.text)
