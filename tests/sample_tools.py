@@ -62,13 +62,21 @@ async def big(args: NumberArgs, ctx: ToolContext) -> str:
     return "".join(chr(ord("a") + i % 26) for i in range(args.n))
 
 
-def sleeper(log: list[tuple[str, str]], *, timeout_s: float | None = None) -> Tool:
-    """A tool that records when each call starts and ends, to observe concurrency."""
+def sleeper(
+    log: list[tuple[str, str]],
+    *,
+    timeout_s: float | None = None,
+    started: threading.Event | None = None,
+) -> Tool:
+    """A tool that records when each call starts and ends, to observe concurrency;
+    ``started`` is set as a call starts, for a test that waits for that from another thread."""
 
     @tool(name="sleep", timeout_s=timeout_s)
     async def sleep(args: SleepArgs, ctx: ToolContext) -> str:
         """Sleep for a while, then return the label."""
         log.append(("start", args.label))
+        if started is not None:
+            started.set()
         await asyncio.sleep(args.seconds)
         log.append(("end", args.label))
         return args.label

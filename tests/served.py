@@ -16,7 +16,7 @@ from typing import Any, Self
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig
 from agentloop.events import Done
-from agentloop.http_api import InvocationInfo
+from agentloop.http_api import InvocationInfo, RequestLimits
 from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, create_app
@@ -35,6 +35,7 @@ def make_service(
     tools: list[Tool] | None = None,
     config: AgentConfig = TEST_CONFIG,
     heartbeat_s: float = 10.0,
+    limits: RequestLimits | None = None,
 ) -> ChatService:
     """The app's service with ``tools``, answering bearer ``TOKEN``."""
     hashes = [hash_token(TOKEN)]
@@ -43,6 +44,7 @@ def make_service(
         tools=ToolRegistry(tools or []),
         authenticate=BearerAuth(lambda: hashes).check,
         auth_mode="bearer",
+        limits=limits or RequestLimits(),
         heartbeat_s=heartbeat_s,
     )
 

@@ -24,42 +24,22 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import ConfigurationError
-from agentloop.events import Done
 from agentloop.http_api import RequestLimits, invocation_info
-from agentloop.tools.base import Tool
-from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
-from tests.helpers import TEST_CONFIG
 from tests.sample_tools import echo, sleeper
+from tests.served import AUTH, LOCAL, TOKEN, ServedApp, make_service
 
-TOKEN = "al_edges-token-1"
-AUTH = {"authorization": f"Bearer {TOKEN}"}
-LOCAL = "http://127.0.0.1"  # the local app refuses other Host names
 ROUTES = ("/chat", "/v1/chat/completions")
 USER = {"role": "user", "content": "hi"}
 
 
-def make_service(
-    tools: list[Tool] | None = None, limits: RequestLimits | None = None
-) -> ChatService:
-    hashes = [hash_token(TOKEN)]
-    return ChatService(
-        config=TEST_CONFIG,
-        tools=ToolRegistry(tools or [echo]),
-        authenticate=BearerAuth(lambda: hashes).check,
-        auth_mode="bearer",
-        limits=limits or RequestLimits(),
-    )
-
-
 @pytest.fixture
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(make_service()), base_url=LOCAL) as test_client:
+    with TestClient(create_app(make_service([echo])), base_url=LOCAL) as test_client:
         yield test_client
 
 
@@ -260,7 +240,7 @@ def test_a_client_that_sends_everything_first_reads_the_413(
 ) -> None:
     # Before: past 4 MB the server answered and closed mid-upload; the client saw
     # ECONNRESET/EPIPE. Now the answer goes out at once and the rest is read and dropped.
-    with serve(make_service()) as server:
+    with serve(make_service([echo])) as server:
         started = time.monotonic()
         status, body = post(server.port, route)
         took = time.monotonic() - started
@@ -273,7 +253,7 @@ def test_a_client_that_sends_everything_first_reads_the_413(
 
 def test_mcp_answers_a_declared_oversized_body_readably() -> None:
     # The MCP SDK's own 413 (sent while urllib is still sending) reached it as a reset.
-    with serve(make_service()) as server:
+    with serve(make_service([echo])) as server:
         status, body = _post_urllib(server.port, "/mcp")
     assert status == 413
     assert body["error"]["message"] == f"request body is {BIG} bytes; the limit is 1000000"
@@ -281,7 +261,7 @@ def test_mcp_answers_a_declared_oversized_body_readably() -> None:
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_fetch_reads_the_413_of_a_7mb_body(route: str) -> None:
-    with serve(make_service()) as server:
+    with serve(make_service([echo])) as server:
         result = run_node(
             "fetch_oversized.mjs", {"url": server.url + route, "token": TOKEN, "size": BIG}
         )
@@ -326,7 +306,7 @@ def test_a_declared_oversized_body_is_answered_at_once(declared: int) -> None:
     # Before: a declared length under the old 4 MB drain bound waited out the 10 s body
     # timeout before its 413. Now the answer comes at once, and a client that then sends
     # nothing more loses its connection after a short idle bound.
-    with serve(make_service()) as server:
+    with serve(make_service([echo])) as server:
         started = time.monotonic()
         sock = send_head(server.port, "/chat", content_length=declared)
         with sock:
@@ -343,7 +323,7 @@ def test_a_declared_oversized_body_is_answered_at_once(declared: int) -> None:
 
 def test_the_413_is_read_while_the_body_is_still_coming() -> None:
     # A client may read while it sends (an HTTP/2-era habit): it has the answer at once.
-    with serve(make_service()) as server:
+    with serve(make_service([echo])) as server:
         sock = send_head(server.port, "/chat", content_length=BIG, body=b" " * 2_000_000)
         with sock:
             status, body = read_answer(sock)
@@ -374,7 +354,7 @@ def _keep_sending(sock: socket.socket, piece: bytes, pause_s: float) -> None:
 def test_a_body_that_never_ends_loses_its_connection(
     limits: RequestLimits, piece: bytes, pause_s: float
 ) -> None:
-    with serve(make_service(limits=replace(limits, max_body_bytes=1000))) as server:
+    with serve(make_service([echo], limits=replace(limits, max_body_bytes=1000))) as server:
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         head = (
             f"POST /chat HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
@@ -399,7 +379,7 @@ def test_a_body_that_never_ends_loses_its_connection(
 
 
 def test_a_client_that_waits_for_100_continue_is_answered_at_once() -> None:
-    with serve(make_service()) as server:
+    with serve(make_service([echo])) as server:
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         head = (
             f"POST /chat HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
@@ -415,7 +395,7 @@ def test_a_client_that_waits_for_100_continue_is_answered_at_once() -> None:
 
 
 def test_a_body_past_the_discard_bound_is_refused_without_reading() -> None:
-    with serve(make_service(limits=RequestLimits(body_timeout_s=5))) as server:
+    with serve(make_service([echo], limits=RequestLimits(body_timeout_s=5))) as server:
         started = time.monotonic()
         sock = send_head(server.port, "/chat", content_length=1_000_000_000)
         with sock:
@@ -431,7 +411,7 @@ def test_a_body_past_the_discard_bound_is_refused_without_reading() -> None:
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_a_stalled_body_gets_408_and_loses_its_connection(route: str) -> None:
-    with serve(make_service(limits=RequestLimits(body_timeout_s=0.3))) as server:
+    with serve(make_service([echo], limits=RequestLimits(body_timeout_s=0.3))) as server:
         started = time.monotonic()
         sock = send_head(server.port, route, content_length=100, body=b'{"messages": ')
         with sock:
@@ -451,7 +431,7 @@ def test_a_stalled_body_gets_408_and_loses_its_connection(route: str) -> None:
 
 def test_a_stalled_oversized_body_gets_413() -> None:
     limits = RequestLimits(max_body_bytes=1000, body_timeout_s=0.3)
-    with serve(make_service(limits=limits)) as server:
+    with serve(make_service([echo], limits=limits)) as server:
         sock = send_head(server.port, "/chat", content_length=5000, body=b" " * 100)
         with sock:
             status, body, _ = read_until_closed(sock)
@@ -484,9 +464,8 @@ def test_a_non_streamed_run_stops_when_its_client_leaves(llm: ScriptedLLM) -> No
     # The model never stops calling a slow tool; with 20 iterations the run would take 10 s.
     log: list[tuple[str, str]] = []
     llm.respond_with(lambda request: Reply(tool_calls=[call("sleep", label="s", seconds=0.5)]))
-    finished: list[Done] = []
-    service = make_service([sleeper(log)])
-    service.on_finish.append(lambda done, info: finished.append(done))
+    started = threading.Event()
+    service = make_service([sleeper(log, started=started)])
     body = json.dumps(
         {
             "model": "groq:m",
@@ -495,19 +474,14 @@ def test_a_non_streamed_run_stops_when_its_client_leaves(llm: ScriptedLLM) -> No
         }
     ).encode()
 
-    with serve(service) as server:
-        sock = send_head(server.port, "/v1/chat/completions", len(body), body)
-        deadline = time.monotonic() + 5
-        while ("start", "s") not in log and time.monotonic() < deadline:
-            time.sleep(0.01)
+    with ServedApp(service, name="edges-app") as served:
+        sock = send_head(served.port, "/v1/chat/completions", len(body), body)
+        started.wait(5)
         assert log == [("start", "s")], "the first tool call is running"
         sock.close()  # the client gives up while the tool runs
+        # done is the run's last word: a model call after the client left would come before it
+        [done] = served.runs(1)
 
-        while not finished and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.3)  # room for a model call that should not come
-
-    [done] = finished
     assert done.stop_reason == "cancelled"
     assert done.iterations == 1
     assert len(llm.requests) == 1, "no model call after the client left"
