@@ -578,13 +578,14 @@ async def ui_message_stream(request: Request) -> Response:
 
 async def ag_ui(request: Request) -> Response:
     """``POST /ag-ui``: the agent as an AG-UI agent (``RunAgentInput`` in, AG-UI events out)."""
-    from agentloop.ag_ui import PLAN_PARAMS, AgUiStream, RunAgentInput
+    from agentloop.ag_ui import AgUiStream, RunAgentInput
 
     service = _service(request)
     raw, who = await read_request_json(request, service)
     run_input = validate_model(RunAgentInput, raw)
-    run = start_run(request, service, who, run_input.to_chat_request(), PLAN_PARAMS)
-    stream = AgUiStream(run_input, run.context.cancel)
+    chat_request = run_input.to_chat_request()
+    run = start_run(request, service, who, chat_request, run_input.plan_params())
+    stream = AgUiStream(run_input, run.context.cancel, chat_request.approvals)
     return stream_response(run, stream.frames(run.events), service)
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -76,6 +76,9 @@ from agentloop.events import (
     TurnStart,
     UsageReport,
 )
+from agentloop.faces.options import AskingAgentOptions
+from agentloop.faces.outcome import NO_ANSWER, OUTCOMES, Ending, Outcome
+from agentloop.faces.stream import FaceStream
 from agentloop.http_api import HttpError, RequestLimits
 from agentloop.limits import CancelToken
 from agentloop.models import (
@@ -90,16 +93,20 @@ from agentloop.models import (
     ToolMessage,
     Usage,
     UserMessage,
-    run_options,
 )
-from agentloop.sent_text import SentText
 from agentloop.tools.results import truncate_middle
 
 PROTOCOL_VERSION = "1.0"
 SUBAGENT_NAME = "ask_llm"
-FINISHED = frozenset({"completed", "max_iterations", "budget", "deadline"})
-"""Stop reasons that end with an answer: RUN_FINISHED with outcome success (the result's
-``stop_reason`` says when a limit cut it short; the limit's notice ends the text)."""
+RUN_OUTCOMES: dict[Outcome, str] = {
+    Outcome.ANSWERED: "success",
+    Outcome.CUT_SHORT: "success",
+    Outcome.AWAITS_APPROVAL: "interrupt",
+    Outcome.CANCELLED: "cancelled",
+}
+"""RUN_FINISHED's ``outcome.type`` per outcome (a limit's: success, the result's
+``stop_reason`` says which, and the limit's notice ends the text); the others end in
+RUN_ERROR."""
 
 JSON = dict[str, Any]
 
@@ -194,20 +201,10 @@ class ContextEntry(_Loose):
     value: str
 
 
-class AgentOptions(BaseModel):
+class AgUiOptions(AskingAgentOptions):
     """``forwardedProps.agentloop``: what AG-UI has no field for. Strict, so typos are 422s."""
 
-    model_config = ConfigDict(extra="forbid")
-
     model: str | None = Field(default=None, max_length=200)
-    tools: list[str] | None = None
-    approval_tools: list[Annotated[str, Field(max_length=128)]] | None = Field(
-        default=None, max_length=100
-    )
-    """More tools whose calls wait for a person's approval (added to the server's)."""
-    max_iterations: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
 
 
 class ResumeEntry(_Loose):
@@ -222,7 +219,7 @@ class ResumeEntry(_Loose):
 class ForwardedProps(_Loose):
     """The application's own props; only the ``agentloop`` key is read."""
 
-    agentloop: AgentOptions = Field(default_factory=AgentOptions)
+    agentloop: AgUiOptions = Field(default_factory=AgUiOptions)
 
 
 class RunAgentInput(_Loose):
@@ -284,19 +281,14 @@ class RunAgentInput(_Loose):
         return ChatRequest(
             messages=messages,
             model=options.model,
-            **run_options(options),
+            **options.chat_fields(),
             approvals=approvals or None,
             resume=token,
         )
 
-    def decisions(self) -> dict[str, bool]:
-        """The calls this input decides: call id -> approved."""
-        return {
-            entry.interruptId: entry.status == "resolved"
-            and isinstance(entry.payload, dict)
-            and entry.payload.get("approved") is True
-            for entry in self.resume or ()
-        }
+    def plan_params(self) -> dict[str, str]:
+        """Where AG-UI carries what a plan may refuse (``start_run``'s params)."""
+        return PLAN_PARAMS
 
 
 PLAN_PARAMS = {
@@ -452,17 +444,22 @@ class _Run:
     """A sub-agent's error event, for its SUBAGENT_ERROR."""
 
 
-class AgUiStream:
+class AgUiStream(FaceStream[JSON]):
     """Turns one run's events into AG-UI SSE messages (see the module docstring).
 
     ``cancel`` stops a run whose answer can no longer reach the client correctly (a cut
-    stream whose retry departs from what was sent).
+    stream whose retry departs from what was sent); ``approvals`` are the decisions the
+    input carries (``ChatRequest.approvals``).
     """
 
-    def __init__(self, run_input: RunAgentInput, cancel: CancelToken | None = None) -> None:
+    def __init__(
+        self,
+        run_input: RunAgentInput,
+        cancel: CancelToken | None = None,
+        approvals: Sequence[Approval] | None = None,
+    ) -> None:
+        super().__init__(cancel, approvals)
         self.input = run_input
-        self.cancel = cancel
-        self._sent = SentText()
         self._top = _Run(run_id="", subagent=None)
         self._subagents: dict[str, _Run] = {}
         self._calls: dict[tuple[int, str], tuple[str, str]] = {}
@@ -470,22 +467,11 @@ class AgUiStream:
         self._usage: dict[str, Usage] = {}
         self._model: str | None = None
         self._ids = itertools.count(1)
-        self._ended = False
-        self._decided = run_input.decisions()
-        """Calls this input decides: shown in the interrupted run, never started again."""
 
-    async def frames(self, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
-        yield _frame(self._run_started())
-        async for event in events:
-            if self._ended:
-                continue  # drained unsent, so the run still ends with done
-            for body in self._translate(event):
-                yield _frame(body)
-        if not self._ended:
-            for body in self._fail("internal", "the run ended without finishing"):
-                yield _frame(body)
+    def encode(self, chunk: JSON) -> bytes:
+        return f"data: {json.dumps(chunk)}\n\n".encode()
 
-    def _run_started(self) -> JSON:
+    def on_open(self) -> list[JSON]:
         body: JSON = {
             "type": "RUN_STARTED",
             "threadId": self.input.threadId,
@@ -494,48 +480,66 @@ class AgUiStream:
         }
         if self.input.parentRunId is not None:
             body["parentRunId"] = self.input.parentRunId
-        return body
+        return [body]
 
-    # -- per event ------------------------------------------------------------------------------
+    def on_close(self) -> list[JSON]:
+        return [] if self.ended else self._fail("internal", "the run ended without finishing")
 
-    def _translate(self, event: Event) -> list[JSON]:
-        if isinstance(event, UsageReport):
-            self._usage[event.model] = self._usage.get(event.model, Usage()) + event.usage
-            return []
+    # -- the top level --------------------------------------------------------------------------
+
+    def on_usage(self, event: UsageReport) -> list[JSON]:
+        self._usage[event.model] = self._usage.get(event.model, Usage()) + event.usage
+        return []
+
+    def on_text(self, event: TextDelta, text: str) -> list[JSON]:
+        return self._text(self._run(event), text)
+
+    def on_turn(self, event: TurnStart) -> list[JSON]:
+        return self._turn(self._run(event), event)
+
+    def on_tool_start(self, event: ToolCallStart) -> list[JSON]:
+        run = self._run(event)
+        if event.call_id in self.decided:  # its triad is in the interrupted run
+            return self._close_text(run)
+        return self._tool_call(run, event)
+
+    def on_approval(self, event: ApprovalRequest) -> list[JSON]:
+        return self._tool_call(self._run(event), event)
+
+    def on_tool_result(self, event: ToolCallResult) -> list[JSON]:
+        return self._tool_result(self._run(event), event)
+
+    def on_error(self, event: ErrorEvent) -> list[JSON]:
+        return self._fail(event.code, event.message)
+
+    def on_cut(self, message: str) -> list[JSON]:
+        return self._fail("stream_cut", message)
+
+    def on_other(self, event: Event) -> list[JSON]:
+        run = self._run(event)
+        if isinstance(event, RunStart):
+            self._model = event.model
+        elif isinstance(event, Notice | ModelSwitched):
+            name, value = _custom(event)
+            return [self._tag(run, {"type": "CUSTOM", "name": name, "value": value})]
+        return []
+
+    # -- sub-agents -----------------------------------------------------------------------------
+
+    def on_subagent(self, event: Event) -> list[JSON]:
+        """A sub-agent's event: the same frames as the top level's, tagged with its run."""
         if isinstance(event, SubagentStart):
             return self._subagent_started(event)
         if isinstance(event, SubagentFinish):
             return self._subagent_finished(event)
         run = self._run(event)
-        top = run is self._top
-        if (
-            top
-            and self._sent.replaying
-            and isinstance(
-                event, TurnStart | ToolCallStart | ToolCallResult | ApprovalRequest | Done
-            )
-        ):
-            return self._cut()  # the retried turn ended short of what the client shows
-        if isinstance(event, RunStart):
-            if top:
-                self._model = event.model
-            return []
         if isinstance(event, TurnStart):
-            if top:
-                self._sent.mark()
-            frames = self._close(run)
-            run.message, run.after_tools = None, False
-            run.step = f"turn {event.iteration}"
-            return [*frames, self._tag(run, {"type": "STEP_STARTED", "stepName": run.step})]
+            return self._turn(run, event)
         if isinstance(event, TextDelta):
             return self._text(run, event.text)
         if isinstance(event, TextReset):
             return self._reset(run, event)
-        if isinstance(event, ToolCallStart):
-            if top and event.call_id in self._decided:  # its triad is in the interrupted run
-                return self._close_text(run)
-            return self._tool_call(run, event)
-        if isinstance(event, ApprovalRequest):
+        if isinstance(event, ToolCallStart | ApprovalRequest):
             return self._tool_call(run, event)
         if isinstance(event, ToolCallResult):
             return self._tool_result(run, event)
@@ -543,12 +547,7 @@ class AgUiStream:
             name, value = _custom(event)
             return [self._tag(run, {"type": "CUSTOM", "name": name, "value": value})]
         if isinstance(event, ErrorEvent):
-            if top:
-                return self._fail(event.code, event.message)
             run.error = event
-            return []
-        if isinstance(event, Done) and top:
-            return self._finish(event)
         return []
 
     def _run(self, event: Event) -> _Run:
@@ -569,12 +568,13 @@ class AgUiStream:
             body["subagentRunId"] = run.subagent
         return body
 
+    def _turn(self, run: _Run, event: TurnStart) -> list[JSON]:
+        frames = self._close(run)
+        run.message, run.after_tools = None, False
+        run.step = f"turn {event.iteration}"
+        return [*frames, self._tag(run, {"type": "STEP_STARTED", "stepName": run.step})]
+
     def _text(self, run: _Run, text: str) -> list[JSON]:
-        if run is self._top:
-            piece = self._sent.add(text)
-            if piece is None:
-                return self._cut()
-            text = piece
         if not text:
             return []
         frames: list[JSON] = []
@@ -589,9 +589,6 @@ class AgUiStream:
         return frames
 
     def _reset(self, run: _Run, event: TextReset) -> list[JSON]:
-        if run is self._top:
-            self._sent.reset()
-            return []
         if not run.text_open:
             return []
         # A sub-agent's messages are not history: its voided text stays, marked, and the
@@ -623,8 +620,6 @@ class AgUiStream:
         return frames
 
     def _tool_result(self, run: _Run, event: ToolCallResult) -> list[JSON]:
-        if run is self._top:
-            self._sent.mark()
         frames = self._close_text(run)
         run.after_tools = True
         result = {
@@ -658,7 +653,7 @@ class AgUiStream:
     def _subagent_finished(self, event: SubagentFinish) -> list[JSON]:
         run = self._subagents.pop(event.run_id, None)
         frames = self._close(run) if run is not None else []
-        if event.stop_reason in FINISHED:
+        if OUTCOMES[event.stop_reason].has_answer:
             result = {
                 "stop_reason": event.stop_reason,
                 "iterations": event.iterations,
@@ -719,58 +714,46 @@ class AgUiStream:
         self._subagents.clear()
         return frames + self._close(self._top)
 
-    def _finish(self, done: Done) -> list[JSON]:
-        if done.stop_reason == "error":  # no error event said why
-            return self._fail("internal", "the run ended without an answer")
-        paused = done.stop_reason == "approval_required"
+    def on_finish(self, ending: Ending) -> list[JSON]:
+        kind = RUN_OUTCOMES.get(ending.outcome)
+        done = ending.done
         asked = [p for p in done.pending if p.kind == "approval"]
-        askable = asked and done.resume
-        if done.stop_reason in ("client_tools", "suspended") or (paused and not askable):
+        if kind is None or (kind == "interrupt" and not (asked and done.resume)):
+            if ending.outcome is Outcome.FAILED:  # no error event said why
+                return self._fail("internal", NO_ANSWER)
             return self._fail("internal", "the run paused for nothing this face can ask for")
-        frames = self._close_all()
         body: JSON = {
             "type": "RUN_FINISHED",
             "threadId": self.input.threadId,
             "runId": self.input.runId,
             "usage": self._usage_list(),
+            "outcome": {"type": kind},
         }
-        if done.stop_reason == "cancelled":
-            body["outcome"] = {"type": "cancelled"}
-        else:
-            body["outcome"] = (
-                {
-                    "type": "interrupt",
-                    "interrupts": [_interrupt(p, done.resume) for p in asked],
-                }
-                if paused
-                else {"type": "success"}
-            )
-            body["result"] = {
-                "model": self._model,
-                "stop_reason": done.stop_reason,
-                "iterations": done.iterations,
-                "usage": _usage_json(done.usage),
-                "usage_by_depth": [_usage_json(u) for u in done.usage_by_depth],
-                "budget_remaining": done.budget_remaining,
-                "sources": [source.model_dump() for source in done.sources],
-            }
-        self._ended = True
+        if kind == "interrupt":
+            body["outcome"]["interrupts"] = [_interrupt(p, done.resume) for p in asked]
+        if kind != "cancelled":
+            body["result"] = self._result(done)
+        frames = self._close_all()
+        self.ended = True
         return [*frames, body]
+
+    def _result(self, done: Done) -> JSON:
+        """``RUN_FINISHED.result``, which ``runAgent`` returns to the application."""
+        return {
+            "model": self._model,
+            "stop_reason": done.stop_reason,
+            "iterations": done.iterations,
+            "usage": _usage_json(done.usage),
+            "usage_by_depth": [_usage_json(u) for u in done.usage_by_depth],
+            "budget_remaining": done.budget_remaining,
+            "sources": [source.model_dump() for source in done.sources],
+        }
 
     def _fail(self, code: str, message: str) -> list[JSON]:
         frames = self._close_all()
-        self._ended = True
+        self.ended = True
         error = {"type": "RUN_ERROR", "message": message, "code": code, "usage": self._usage_list()}
         return [*frames, error]
-
-    def _cut(self) -> list[JSON]:
-        if self.cancel is not None:  # its answer can no longer reach the client correctly
-            self.cancel.cancel()
-        return self._fail(
-            "stream_cut",
-            "the provider's stream was cut after part of the answer had been sent, and the "
-            "retried answer does not continue it; run again to get the whole answer",
-        )
 
     def _usage_list(self) -> list[JSON]:
         """AG-UI's TokenUsage per model: the totals, and the cached part of the input."""
@@ -818,7 +801,3 @@ def _usage_json(usage: Usage) -> JSON:
         "cached_tokens": usage.cached_tokens,
         "total_tokens": usage.total_tokens,
     }
-
-
-def _frame(body: JSON) -> bytes:
-    return f"data: {json.dumps(body)}\n\n".encode()
