@@ -176,7 +176,9 @@ class TokenBudget:
                 self.cost_limit = self.cost_used
 
     def estimate_tokens(self, chars: int) -> int:
-        return int(chars * self.root.tokens_per_char) + 1
+        """Tokens in ``chars`` characters of text, by the request's learned ratio (rounded up;
+        no text, no tokens): the one estimate of prompts and of outputs not reported."""
+        return int(chars * self.root.tokens_per_char) + 1 if chars > 0 else 0
 
     def calibrate(self, chars: int, prompt_tokens: int) -> None:
         """Learn the request's characters-per-token ratio from a provider-reported prompt."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -161,10 +162,13 @@ Ending = Answered | Stopped | LimitReached | Paused
 
 @dataclass(frozen=True)
 class CallPlan:
-    """What the next model call may spend: an output-token cap and a time limit."""
+    """What the next model call may spend (an output-token cap and a time limit), and the
+    size of its prompt, measured once: characters and the estimate of their tokens."""
 
     max_tokens: int
     timeout: float
+    prompt_chars: int
+    prompt_tokens: int
 
 
 class Emitter:
@@ -394,9 +398,15 @@ class AgentLoop:
 
     # -- model calls ----------------------------------------------------------------------
 
-    def _estimate_prompt(self, wire: list[dict[str, Any]]) -> tuple[int, int]:
-        chars = len(json.dumps(wire, ensure_ascii=False)) + self._tool_chars
-        return chars, self.limits.budget.estimate_tokens(chars)
+    def _prompt_chars(self, wire: list[dict[str, Any]]) -> int:
+        """The prompt's size as sent: the messages and the tool definitions."""
+        return len(json.dumps(wire, ensure_ascii=False)) + self._tool_chars
+
+    def _estimated_usage(self, plan: CallPlan, output_chars: int) -> Usage:
+        """A call without the provider's figures (abandoned, cut, unreported): the prompt's
+        estimate and its output's, by the same calibrated ratio."""
+        output = self.limits.budget.estimate_tokens(output_chars)
+        return Usage(prompt_tokens=plan.prompt_tokens, completion_tokens=output)
 
     def _plan_call(self, wire: list[dict[str, Any]], *, final: bool) -> CallPlan | LimitReached:
         """Output-token cap and timeout for the next call, or the limit that forbids it.
@@ -404,7 +414,8 @@ class AgentLoop:
         An ordinary turn must leave the final answer its token reserve and its
         ``deadline_reserve_s`` of time; the final answer may use both.
         """
-        _, prompt = self._estimate_prompt(wire)
+        chars = self._prompt_chars(wire)
+        prompt = self.limits.budget.estimate_tokens(chars)
         available = self.limits.budget.available(final=final)
         max_tokens = min(self.config.max_output_tokens, available - prompt)
         if max_tokens < MIN_OUTPUT_TOKENS:
@@ -420,7 +431,7 @@ class AgentLoop:
         timeout = self.limits.deadline.cap(self.config.model_timeout_s, keep=keep)
         if timeout < (MIN_FINAL_CALL_S if final else MIN_TURN_S):
             return LimitReached("deadline")
-        return CallPlan(max_tokens, timeout)
+        return CallPlan(max_tokens, timeout, chars, prompt)
 
     def _affordable_output(self, prompt: int, *, final: bool) -> int | None:
         """Output tokens the dollar budget leaves once the prompt estimate is priced; None
@@ -453,7 +464,6 @@ class AgentLoop:
             timeout=plan.timeout,
             fields=self._call_fields,
         )
-        chars, prompt_estimate = self._estimate_prompt(wire)
         task = asyncio.ensure_future(self.model.complete(call, on_text))
         cancel_wait = asyncio.ensure_future(self.limits.cancel.wait())
         try:
@@ -471,7 +481,7 @@ class AgentLoop:
         partial = "".join(streamed)
         if task.cancelled() or not task.done():
             # Abandoned mid-stream: the provider bills what it did, so charge an estimate.
-            self._charge(Usage(prompt_tokens=prompt_estimate, completion_tokens=len(partial) // 4))
+            self._charge(self._estimated_usage(plan, len(partial)))
             if self.limits.cancel.cancelled:
                 raise _Cancelled(partial)
             raise ProviderError("timeout", "the model did not finish in time", partial_text=partial)
@@ -479,22 +489,19 @@ class AgentLoop:
             turn = task.result()
         except ProviderError as exc:
             if exc.partial_text:
-                self._charge(
-                    Usage(prompt_tokens=prompt_estimate, completion_tokens=len(partial) // 4)
-                )
+                self._charge(self._estimated_usage(plan, len(partial)))
             raise
-        self._settle(turn, chars, prompt_estimate)
+        self._settle(turn, plan)
         return turn
 
-    def _settle(self, turn: ModelTurn, chars: int, prompt_estimate: int) -> None:
+    def _settle(self, turn: ModelTurn, plan: CallPlan) -> None:
         """Charge a finished call (the provider's figures, else an estimate) and report it."""
-        usage = turn.usage or Usage(
-            prompt_tokens=prompt_estimate,
-            completion_tokens=(len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls))
-            // 4,
-        )
-        if turn.usage is not None:
-            self.limits.budget.calibrate(chars, turn.usage.prompt_tokens)
+        usage = turn.usage
+        if usage is None:
+            output = len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls)
+            usage = self._estimated_usage(plan, output)
+        else:
+            self.limits.budget.calibrate(plan.prompt_chars, usage.prompt_tokens)
         cost = self._charge(usage)
         root = self.limits.budget.root
         self.emit(
@@ -556,7 +563,11 @@ class AgentLoop:
                 Notice(code="context_compacted", message="The conversation was shortened to fit.")
             )
             self._compaction = harder
-            return await self._call_model(compact_view(self._wire, harder), tool_choice, plan)
+            shorter = compact_view(self._wire, harder)
+            chars = self._prompt_chars(shorter)
+            tokens = self.limits.budget.estimate_tokens(chars)
+            plan = dataclasses.replace(plan, prompt_chars=chars, prompt_tokens=tokens)
+            return await self._call_model(shorter, tool_choice, plan)
 
     def _record_failed_tool_call(self, exc: ProviderError) -> None:
         """Groq's ``tool_use_failed``: the model wrote a tool call the provider could not parse.
