@@ -32,6 +32,8 @@ expect.set_options(timeout=WAIT_MS)
 
 REPLY = "article.assistant"
 TOP_ANSWER = "article.assistant > .transcript > .answer"
+# The page's conversation state, read from its entry module (the page's own instance of it).
+HISTORY = "async () => (await import('/static/app.js')).chat.history"
 
 
 def reply_snapshot(page: Page) -> tuple[str | None, str]:
@@ -92,7 +94,7 @@ def test_a_streamed_answer_appears_progressively(
     expect(reply.locator(".meta")).to_contain_text(re.compile(r"completed · 1 turn · [\d,]+ tok"))
     expect(reply.locator(".meta")).to_contain_text("left in budget")
     expect(page.get_by_role("status")).to_have_text("Done.")
-    history = page.evaluate("() => window.agentloop.history")
+    history = page.evaluate(HISTORY)
     assert [m["role"] for m in history] == ["user", "assistant"]
     assert history[1]["content"] == ANSWER
     # The user message went out with the server's defaults and the chosen tools only.
@@ -121,7 +123,7 @@ def test_a_cut_and_retried_turn_shows_only_the_retried_text(
     wait_for_reply(page)
 
     expect(page.locator(TOP_ANSWER)).to_have_text("The retried answer, whole.")
-    history = page.evaluate("() => window.agentloop.history")
+    history = page.evaluate(HISTORY)
     assert history[-1] == {"role": "assistant", "content": "The retried answer, whole."}
     assert len(llm.requests) == 2
 
@@ -231,7 +233,7 @@ def test_stop_ends_the_run_and_the_server_records_cancelled(
     assert state == "stopped"
     assert "word399" not in shown
     # What was shown stays part of the conversation.
-    history = page.evaluate("() => window.agentloop.history")
+    history = page.evaluate(HISTORY)
     assert history[-1] == {"role": "assistant", "content": shown.strip()}
 
 
@@ -252,7 +254,7 @@ def test_a_wrong_token_shows_the_401_message(
     # The message is not part of the conversation: it is back in the box, to resend.
     expect(page.get_by_role("textbox", name="Message")).to_have_value("hello")
     assert llm.requests == []
-    assert page.evaluate("() => window.agentloop.history") == []
+    assert page.evaluate(HISTORY) == []
 
 
 def test_continue_after_the_iteration_limit(
@@ -297,8 +299,9 @@ def test_markdown_never_turns_text_into_markup(page: Page, serve_chat: ServeChat
     server = serve_chat([])
     page.goto(server.url + "/")
     rendered = page.evaluate(
-        """(source) => {
-            const root = window.agentloopMarkdown(source);
+        """async (source) => {
+            const { renderMarkdown } = await import('/static/markdown.js');
+            const root = renderMarkdown(source, document.createElement('div'));
             return {
                 html: root.innerHTML,
                 hrefs: [...root.querySelectorAll('a')].map((a) => a.getAttribute('href')),

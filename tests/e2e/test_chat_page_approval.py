@@ -35,6 +35,9 @@ expect.set_options(timeout=WAIT_MS)
 APPROVING = TEST_CONFIG.model_copy(update={"approval_tools": ("double",)})
 REPLY = "article.assistant"
 TOP_ANSWER = "article.assistant > .transcript > .answer"
+# The page's conversation state, read from its entry module (the page's own instance of it).
+HISTORY = "async () => (await import('/static/app.js')).chat.history"
+PENDING = "async () => (await import('/static/app.js')).chat.pending"
 
 
 def chat_bodies(page: Page) -> list[dict[str, Any]]:
@@ -107,10 +110,10 @@ def test_approve_runs_the_call_and_the_answer_streams_in_the_same_reply(
     expect(page.get_by_role("textbox", name="Message")).to_be_disabled()
     expect(page.get_by_role("button", name="Send")).to_be_disabled()
     expect(page.locator(REPLY).last.locator(".meta")).to_contain_text("waiting for your approval")
-    assert page.evaluate("() => window.agentloop.pending") == [
+    assert page.evaluate(PENDING) == [
         {"call_id": asked.id, "name": "double", "arguments": '{"n": 21}', "kind": "approval"}
     ]
-    assert page.evaluate("() => window.agentloop.history") == []  # nothing settled yet
+    assert page.evaluate(HISTORY) == []  # nothing settled yet
     assert len(llm.requests) == 1
     assert len(bodies) == 1
     page.screenshot(path=str(OUTPUT.joinpath("approval_waiting.png")))
@@ -148,7 +151,7 @@ def test_approve_runs_the_call_and_the_answer_streams_in_the_same_reply(
 
     # The conversation goes on from the continued run: the server takes the history back.
     expect(page.get_by_role("textbox", name="Message")).to_be_enabled()
-    history = page.evaluate("() => window.agentloop.history")
+    history = page.evaluate(HISTORY)
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "tool", "assistant"]
     send(page, "Thanks!")
     expect(page.locator(f'{REPLY}[data-state="done"]')).to_have_count(2)
@@ -226,7 +229,7 @@ def test_a_new_chat_drops_the_pause(page: Page, serve_chat: ServeChat, llm: Scri
     page.get_by_role("button", name="New chat").click()
 
     expect(page.get_by_role("textbox", name="Message")).to_be_enabled()
-    assert page.evaluate("() => window.agentloop.pending") == []
+    assert page.evaluate(PENDING) == []
     send(page, "Hello?")
     wait_for_reply(page)
     expect(page.locator(TOP_ANSWER).last).to_have_text("Hello again.")

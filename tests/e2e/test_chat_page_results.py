@@ -124,8 +124,9 @@ def test_a_source_that_is_not_http_is_never_a_link(page: Page, serve_chat: Serve
     server = serve_chat([])
     page.goto(server.url + "/")
     shown: dict[str, Any] = page.evaluate(
-        """(sources) => {
-            const list = window.agentloopSources(sources);
+        """async (sources) => {
+            const { sourceList } = await import('/static/sources.js');
+            const list = sourceList(sources) || document.createElement('ol');
             return {
                 hrefs: [...list.querySelectorAll('a')].map((a) => a.getAttribute('href')),
                 items: [...list.querySelectorAll('li')].map((li) => li.textContent),

@@ -14,12 +14,12 @@ from agentloop.events import ErrorCode
 from agentloop.models import StopReason
 from tests.helpers import ROOT
 
-APP_JS = (ROOT / "functions" / "chat" / "static" / "app.js").read_text()
+LABELS_JS = (ROOT / "functions" / "chat" / "static" / "labels.js").read_text()
 
 
 def js_object_keys(name: str) -> set[str]:
-    match = re.search(rf"const {name} = \{{(.*?)\}};", APP_JS, re.DOTALL)
-    assert match, f"{name} not found in app.js"
+    match = re.search(rf"const {name} = \{{(.*?)\}};", LABELS_JS, re.DOTALL)
+    assert match, f"{name} not found in labels.js"
     return set(re.findall(r"^\s*([a-z_]+):", match.group(1), re.MULTILINE))
 
 

@@ -1,0 +1,211 @@
+// The conversation's state and its runs: POST /chat, stream the events into a reply, and
+// carry on from done.messages; a run paused for approvals waits here for the cards' decisions.
+// A paused run lives in this page only: a reload loses it (the server keeps nothing).
+
+import { plural } from "./dom.js";
+import { describeFailure, expectEventStream } from "./errors.js";
+import { stopReason } from "./labels.js";
+import { Reply } from "./reply.js";
+import { chatUrl, selectedTools, toolList } from "./settings.js";
+import { readJsonEvents } from "./sse.js";
+
+function newRequest(chosen, messages, limits) {
+  const body = { messages, tools: selectedTools(chosen) };
+  if (chosen.model) body.model = chosen.model;
+  if (limits.maxIterations !== null) body.max_iterations = limits.maxIterations;
+  if (limits.tokenBudget !== null) body.token_budget = limits.tokenBudget;
+  const asking = toolList(chosen.approvalTools);
+  if (asking.length) body.approval_tools = asking;
+  const headers = { "content-type": "application/json", accept: "text/event-stream" };
+  if (chosen.token) headers.authorization = `Bearer ${chosen.token}`;
+  return { url: chatUrl(chosen.endpoint), headers, body };
+}
+
+// The run waits for decisions only when every pending call is an approval it can resume.
+const waitsForApproval = (done, pending) =>
+  done.stop_reason === "approval_required" &&
+  Boolean(done.resume) &&
+  pending.every((call) => call.kind === "approval");
+
+export class Chat {
+  // view: a ChatView; settings: a SettingsPanel.
+  constructor(view, settings) {
+    this.view = view;
+    this.settings = settings;
+    this.history = []; // the messages sent with the next request (before the new one)
+    this.current = null; // { controller, reply } while a request streams
+    this.generation = 0; // bumped by reset(), so a run that ends later leaves history alone
+    // A run paused for approvals: { reply, request, base, conversation, resume, pending,
+    // started }.
+    this.pause = null;
+    this.notices = new Set(); // notices said once per conversation (a model with no price)
+  }
+
+  // The calls a paused run waits on ([] when none does).
+  get pending() {
+    return this.pause ? this.pause.pending.map((call) => ({ ...call })) : [];
+  }
+
+  // A message can be sent: nothing streams and nothing waits for decisions.
+  get ready() {
+    return !this.current && !this.pause;
+  }
+
+  updateComposer() {
+    this.view.update(Boolean(this.current), Boolean(this.pause));
+  }
+
+  stop() {
+    if (this.current) this.current.controller.abort();
+  }
+
+  // "New chat": the run in progress is stopped, a paused run's calls never run.
+  reset() {
+    this.stop();
+    this.generation += 1;
+    this.history = [];
+    this.pause = null;
+    this.updateComposer();
+    this.notices.clear();
+  }
+
+  async send(text) {
+    const { limits, invalid } = this.settings.readLimits();
+    if (!limits) {
+      this.view.setStatus(`${invalid} in Settings is not a whole number from 1 up.`);
+      this.view.restore(text);
+      return;
+    }
+    const messages = [...this.history, { role: "user", content: text }];
+    const request = newRequest(this.settings.read(), messages, limits);
+    const started = this.generation;
+    const userArticle = this.view.addUserMessage(text);
+    const reply = new Reply(this.view.conversation, this.notices);
+    reply.onDecide = () => this.decided();
+    this.view.setStatus("Running…");
+    this.view.scrollToEnd();
+
+    const outcome = await this.stream(request, reply);
+    if (started !== this.generation) return; // the user started a new chat meanwhile
+    if (reply.done) {
+      this.settle(reply, request, messages, started);
+    } else if (outcome.stopped || !outcome.failure) {
+      this.breakOff(reply, messages, outcome, request.url);
+    } else {
+      this.notSent(reply, userArticle, text, outcome.failure, request.url);
+    }
+    this.afterRun();
+  }
+
+  afterRun() {
+    this.view.scrollToEnd();
+    if (!this.pause) this.view.prompt.focus();
+  }
+
+  // Nothing ran: the message is not part of the conversation; it goes back to edit.
+  notSent(reply, userArticle, text, failure, url) {
+    reply.finish("error", describeFailure(failure, url));
+    this.view.markNotSent(userArticle);
+    this.view.setStatus(`Error: ${failure.message || "request failed"}`);
+    this.view.restore(text);
+  }
+
+  // POST one request and stream its events into reply; { failure, stopped } at the end.
+  async stream(request, reply) {
+    const controller = new AbortController();
+    this.current = { controller, reply };
+    this.updateComposer();
+    let failure = null;
+    try {
+      const response = await fetch(request.url, {
+        method: "POST",
+        headers: request.headers,
+        body: JSON.stringify(request.body),
+        signal: controller.signal,
+        cache: "no-store",
+      });
+      await expectEventStream(response);
+      await readJsonEvents(response.body, (type, data) => {
+        this.view.follow(() => reply.handle(type, data));
+      });
+    } catch (err) {
+      failure = err;
+    }
+    this.current = null;
+    this.updateComposer();
+    return { failure, stopped: controller.signal.aborted };
+  }
+
+  // The run broke off (stopped, cut, refused) after `base`: what was shown stays part of
+  // the conversation as the answer; a paused turn's calls and results do not.
+  breakOff(reply, base, outcome, url) {
+    const partial = reply.answerText().trim();
+    this.history = partial ? [...base, { role: "assistant", content: partial }] : [...base];
+    if (outcome.stopped) {
+      const why = "Stopped. The server stops the agent after the tool round in progress.";
+      reply.finish("stopped", why);
+      this.view.setStatus("Stopped.");
+    } else if (outcome.failure) {
+      reply.finish("error", describeFailure(outcome.failure, url));
+      this.view.setStatus(`Error: ${outcome.failure.message || "request failed"}`);
+    } else {
+      reply.finish("error", "The connection closed before the run finished.");
+      this.view.setStatus("Connection lost.");
+    }
+  }
+
+  // The run's done arrived: the conversation goes on from it, or it waits for decisions.
+  settle(reply, request, base, started) {
+    const done = reply.done;
+    const sent = request.body.messages;
+    const pending = done.pending || [];
+    if (!pending.length) {
+      this.history = [...sent, ...done.messages];
+      reply.finish("done");
+      const reason = done.stop_reason;
+      this.view.setStatus(reason === "completed" ? "Done." : `Done: ${stopReason(reason)}.`);
+      return;
+    }
+    if (!waitsForApproval(done, pending)) {
+      // Client tools: this page declares none, so nothing here can run them.
+      const failure = new Error("the run waits for client-side tools; this page has none");
+      this.breakOff(reply, base, { failure }, request.url);
+      return;
+    }
+    const conversation = [...sent, ...done.messages];
+    this.pause = { reply, request, base, conversation, resume: done.resume, pending, started };
+    reply.finish("paused");
+    this.updateComposer();
+    this.decided();
+  }
+
+  // A decision was made on a card: once every waiting call has one, the run goes on.
+  decided() {
+    if (!this.pause) return; // the run's done has not arrived yet: settle() calls this again
+    const { reply } = this.pause;
+    const open = this.pause.pending.filter((call) => !reply.decisions.has(call.call_id));
+    if (open.length) {
+      this.view.setStatus(`Waiting for your decision on ${plural(open.length, "tool call")}.`);
+      return;
+    }
+    this.continueRun(this.pause);
+  }
+
+  async continueRun(paused) {
+    this.pause = null;
+    const { reply } = paused;
+    const approvals = paused.pending.map((call) => ({
+      call_id: call.call_id,
+      ...reply.decisions.get(call.call_id),
+    }));
+    const body = { ...paused.request.body, messages: paused.conversation, resume: paused.resume };
+    const request = { ...paused.request, body: { ...body, approvals } };
+    reply.resume();
+    this.view.setStatus("Running…");
+    const outcome = await this.stream(request, reply);
+    if (paused.started !== this.generation) return;
+    if (reply.done) this.settle(reply, request, paused.base, paused.started);
+    else this.breakOff(reply, paused.base, outcome, request.url);
+    this.afterRun();
+  }
+}

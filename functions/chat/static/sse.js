@@ -1,0 +1,67 @@
+// Server-sent events read from a fetch() body (EventSource can neither POST nor send a token).
+
+// Feed it decoded text as it arrives; it calls onEvent(type, data) per complete event.
+// Comment lines (": ping") are ignored; an incomplete event at the end is dropped.
+export class SSEParser {
+  constructor(onEvent) {
+    this.onEvent = onEvent;
+    this.buffer = "";
+    this.type = "";
+    this.data = [];
+  }
+
+  push(chunk) {
+    this.buffer += chunk;
+    let start = 0;
+    for (;;) {
+      let end = start;
+      while (end < this.buffer.length && this.buffer[end] !== "\n" && this.buffer[end] !== "\r") {
+        end += 1;
+      }
+      if (end >= this.buffer.length) break;
+      if (this.buffer[end] === "\r" && end === this.buffer.length - 1) break; // \r\n split?
+      const line = this.buffer.slice(start, end);
+      start = end + (this.buffer[end] === "\r" && this.buffer[end + 1] === "\n" ? 2 : 1);
+      this.line(line);
+    }
+    this.buffer = this.buffer.slice(start);
+  }
+
+  line(line) {
+    if (line === "") {
+      if (this.data.length) this.onEvent(this.type || "message", this.data.join("\n"));
+      this.type = "";
+      this.data = [];
+      return;
+    }
+    if (line.startsWith(":")) return;
+    const colon = line.indexOf(":");
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "event") this.type = value;
+    else if (field === "data") this.data.push(value);
+  }
+}
+
+// Reads an event stream to its end, calling onEvent(type, data) with each event's data parsed
+// as JSON (the data's own "type" wins over the event name); data that is not JSON is skipped.
+export async function readJsonEvents(body, onEvent) {
+  const parser = new SSEParser((eventType, raw) => {
+    let data;
+    try {
+      data = JSON.parse(raw);
+    } catch {
+      return;
+    }
+    onEvent(data.type || eventType, data);
+  });
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    parser.push(decoder.decode(value, { stream: true }));
+  }
+  parser.push(decoder.decode());
+}
