@@ -458,11 +458,6 @@ async def list_tools(request: Request) -> Response:
     return JSONResponse({"tools": tools, "mcp_servers": mcp})
 
 
-_RESPONSES_OPTIONS = {"tools": "agentloop.tools", "response_format": "text.format"}
-"""Where the Responses face carries what a plan may refuse: its own ``tools`` are the
-client's."""
-
-
 def start_run(
     request: Request,
     service: ChatService,
@@ -601,7 +596,7 @@ async def responses(request: Request) -> Response:
         service,
         who,
         responses_request.to_chat_request(),
-        _RESPONSES_OPTIONS,
+        responses_request.plan_params(),
         can_ask=False,
     )
     response_id = f"resp_{run.info.request_id}"

@@ -372,3 +372,19 @@ def test_a_dollar_budget_travels_in_the_agentloop_options(served: Served, llm: S
     assert llm.requests == []
     done = served.last_run()
     assert done.stop_reason == "budget"
+
+
+def test_a_refused_dollar_limit_points_at_the_agentloop_option(
+    served: Served, llm: ScriptedLLM
+) -> None:
+    """A plan's refusal names the field where this protocol carries the option."""
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        served.client().chat.completions.create(
+            model="groq:unpriced-model",
+            messages=[USER],
+            extra_body={"agentloop": {"max_cost_usd": 0.5}},
+        )
+    body: Any = caught.value.body
+    assert body["param"] == "agentloop.max_cost_usd", body
+    assert "no price is known" in body["message"]
+    assert llm.requests == []

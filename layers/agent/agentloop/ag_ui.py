@@ -76,7 +76,7 @@ from agentloop.events import (
     TurnStart,
     UsageReport,
 )
-from agentloop.faces.options import AskingAgentOptions
+from agentloop.faces.options import AskingAgentOptions, option_params
 from agentloop.faces.outcome import NO_ANSWER, OUTCOMES, Ending, Outcome
 from agentloop.faces.stream import FaceStream
 from agentloop.http_api import HttpError, RequestLimits
@@ -291,12 +291,7 @@ class RunAgentInput(_Loose):
         return PLAN_PARAMS
 
 
-PLAN_PARAMS = {
-    "model": "forwardedProps.agentloop.model",
-    "tools": "forwardedProps.agentloop.tools",
-    "approval_tools": "forwardedProps.agentloop.approval_tools",
-    "approvals": "resume",
-}
+PLAN_PARAMS = {**option_params(AgUiOptions, "forwardedProps.agentloop"), "approvals": "resume"}
 """Where AG-UI carries what a plan may refuse: its own ``tools`` are the client's, so a bare
 "tools" would point at the wrong field; the token and the decisions are in ``resume``."""
 

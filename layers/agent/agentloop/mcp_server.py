@@ -67,6 +67,7 @@ from agentloop.events import (
     ToolCallResult,
     ToolCallStart,
 )
+from agentloop.faces.options import option_params
 from agentloop.faces.outcome import Outcome, outcome
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
@@ -78,9 +79,6 @@ logger = logging.getLogger("agentloop.mcp_server")
 TOOL_NAME = "ask"
 SEAT_KEY = "agentloop.mcp_seat"
 """Where chat_app leaves the request's :class:`Seat` in the ASGI scope for the handler."""
-
-PLAN_PARAMS = {"tools": "tools"}
-"""Where a plan's refusal points, in ``ask``'s own arguments."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +146,10 @@ class AskArgs(BaseModel):
         "for the server's default; 2 or 3 gives a quicker, shallower answer. A value above the "
         "server's limit is lowered to it.",
     )
+
+
+PLAN_PARAMS = option_params(AskArgs, "")
+"""Where a plan's refusal points, in ``ask``'s own arguments."""
 
 
 def _schema_for_models(schema: dict[str, Any]) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from agentloop.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from agentloop.faces.options import AgentOptions
+from agentloop.faces.options import AgentOptions, option_params
 from agentloop.faces.outcome import NO_ANSWER, Ending, Outcome, outcome
 from agentloop.faces.stream import FaceStream
 from agentloop.http_api import HttpError
@@ -158,6 +158,9 @@ class CompletionOptions(OpenAIOptions):
     """The chat-completions face's ``agentloop`` object: also a paused run's token."""
 
     resume: str | None = Field(default=None, min_length=1, max_length=500_000)
+
+
+_OPTION_PARAMS = option_params(CompletionOptions, "agentloop")
 
 
 class StreamOptions(BaseModel):
@@ -292,7 +295,7 @@ class CompletionRequest(BaseModel):
         resume = "agentloop.resume"
         if marked is not None and self.agentloop.resume is None:
             resume = f"messages[{marked[0]}].agentloop.resume"
-        return {"tools": "agentloop.tools", "client_tools": "tools", "resume": resume}
+        return {**_OPTION_PARAMS, "client_tools": "tools", "resume": resume}
 
     def to_chat_request(self) -> ChatRequest:
         options = self.agentloop

@@ -40,6 +40,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import PydanticCustomError
 
 from agentloop.events import Event, UsageReport
+from agentloop.faces.options import option_params
 from agentloop.faces.outcome import Ending, Outcome
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
@@ -231,6 +232,10 @@ class ResponsesRequest(BaseModel):
                 )
         return value
 
+    def plan_params(self) -> dict[str, str]:
+        """Where Responses carries what a plan may refuse: its own ``tools`` are the client's."""
+        return PLAN_PARAMS
+
     def to_chat_request(self) -> ChatRequest:
         self._refuse_unsupported()
         sampling = self._sampling()
@@ -303,6 +308,9 @@ class ResponsesRequest(BaseModel):
                 422, "invalid_request", f"text.format.schema: {exc}", param="text.format.schema"
             ) from exc
         return response_format
+
+
+PLAN_PARAMS = {**option_params(OpenAIOptions, "agentloop"), "response_format": "text.format"}
 
 
 # -- the response object ---------------------------------------------------------------------

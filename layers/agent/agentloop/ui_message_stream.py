@@ -78,7 +78,7 @@ from agentloop.events import (
     TurnStart,
     UsageReport,
 )
-from agentloop.faces.options import AskingAgentOptions
+from agentloop.faces.options import AskingAgentOptions, option_params
 from agentloop.faces.outcome import NO_ANSWER, Ending, Outcome
 from agentloop.faces.stream import STREAM_CUT_MESSAGE as STREAM_CUT
 from agentloop.faces.stream import FaceStream
@@ -258,6 +258,9 @@ class UIMessage(BaseModel):
     parts: list[UIPart]
 
 
+_OPTION_PARAMS = option_params(AskingAgentOptions, "agentloop")
+
+
 class UIChatRequest(BaseModel):
     """The body ``DefaultChatTransport`` posts; unknown fields are refused (a misspelt
     option must not be ignored in silence)."""
@@ -320,8 +323,7 @@ class UIChatRequest(BaseModel):
         """Where this protocol carries what a plan may refuse (``start_run``'s params)."""
         last = len(self.messages) - 1
         return {
-            "tools": "agentloop.tools",
-            "approval_tools": "agentloop.approval_tools",
+            **_OPTION_PARAMS,
             "resume": f"messages.{last}.metadata.resume",
             "approvals": f"messages.{last}.parts",
         }

@@ -9,11 +9,12 @@ to ``ChatRequest``, so an option added here and to ``RUN_OPTIONS`` reaches every
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from agentloop.models import run_options
+from agentloop.plan import PlanParam
 
 MAX_TOOL_NAMES = 100
 """Names in ``tools`` or ``approval_tools``: more than any server offers."""
@@ -47,3 +48,15 @@ class AskingAgentOptions(AgentOptions):
 
     approval_tools: ToolNames = None
     """More tools whose calls wait for a person's approval (added to the server's)."""
+
+
+_PLAN_PARAMS = frozenset(get_args(PlanParam))
+
+
+def option_params(options: type[BaseModel], at: str) -> dict[str, str]:
+    """Where a plan's refusal of one of ``options``' fields points in a face's request, for
+    a face that carries its options at ``at`` (``"agentloop"``; ``""``: at the top level).
+    A face's ``plan_params()`` starts from these and adds its protocol's own places (the
+    client's tools, the paused run's token and decisions)."""
+    prefix = f"{at}." if at else ""
+    return {name: prefix + name for name in options.model_fields if name in _PLAN_PARAMS}
