@@ -21,11 +21,10 @@ import pytest
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.defaults import mcp_tools_from_env
-from agentloop.events import Done
 from agentloop.mcp.client import MAX_DESCRIPTION_CHARS, MAX_TOOLS
 from agentloop.mcp.config import servers_from_env
 from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService, create_app
+from chat_app import ChatService
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.mcp_server import (
     Answer,
@@ -38,9 +37,8 @@ from tests.fakes.mcp_server import (
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, parse_sse, tool_payload
 from tests.sample_tools import echo
+from tests.served import AUTH, TOKEN, ServedApp
 
-TOKEN = "al_test-token-123"
-AUTH = {"authorization": f"Bearer {TOKEN}"}
 MCP_TOKEN = "mcp-secret-token"
 
 
@@ -50,9 +48,8 @@ class Stack:
 
     mcp: LoopbackServer
     gate: Gate
-    app: LoopbackServer
+    app: ServedApp
     service: ChatService
-    finished: list[Done]
 
     def chat(self, tools: list[str], prompt: str = "go") -> list[tuple[str, Any]]:
         body = {"messages": [{"role": "user", "content": prompt}], "tools": tools}
@@ -101,11 +98,9 @@ def _stack(
         auth_mode="bearer",
         mcp_tools=mcp_tools_from_env(registry, secret={"K": MCP_TOKEN}),
     )
-    finished: list[Done] = []
-    service.on_finish.append(lambda done, info: finished.append(done))
-    app = LoopbackServer(create_app(service), name="chat-mcp", lifespan="on").start()
+    app = ServedApp(service, name="chat-mcp", lifespan="on").start()
     try:
-        yield Stack(mcp, gate, app, service, finished)
+        yield Stack(mcp, gate, app, service)
     finally:
         app.stop()  # first: its shutdown ends the MCP session, so the server stops at once
         mcp.stop()
@@ -243,10 +238,9 @@ def test_client_that_leaves_cancels_the_call(stack: Stack, llm: ScriptedLLM) -> 
             if line == "event: tool_call_start":
                 break
     started = time.monotonic()
-    while not stack.finished:
-        assert time.monotonic() - started < 10, "the run did not end after the client left"
-        time.sleep(0.02)
-    assert stack.finished[0].stop_reason == "cancelled"
+    finished = stack.app.runs(1)
+    assert finished, "the run did not end after the client left"
+    assert finished[0].stop_reason == "cancelled"
     assert time.monotonic() - started < 5
 
 
