@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from agentloop.answer import ShownAnswer
 from agentloop.config import AgentConfig
 from agentloop.context import CompactionSettings, compact_view
 from agentloop.continuation import Continuation, Resumption, Signer, conversation_hash
@@ -29,8 +30,6 @@ from agentloop.events import (
     ErrorCode,
     ErrorEvent,
     Notice,
-    TextDelta,
-    TextReset,
     ToolCallResult,
     ToolCallStart,
     TurnStart,
@@ -248,14 +247,13 @@ class AgentLoop:
     _records: list[_ToolRecord] = field(default_factory=list)
     _sources: SourceCollector = field(default_factory=SourceCollector)
     """The pages this run and its sub-agents used, for ``done.sources``."""
-    _answer: list[str] = field(default_factory=list)
-    """Text streamed since the last turn_start or tool result: what a client shows as the
-    answer so far, and what ``done.text`` must equal if the run ends now."""
     _mend: list[dict[str, Any]] | None = None
     """The rejected answer and why, shown to the next call only (never kept in the history);
     an empty list once the one chance to mend an answer has been used."""
 
     def __post_init__(self) -> None:
+        self.answer = ShownAnswer(self.emit)
+        """What a client shows as the answer so far: ``done.text`` if the run ends now."""
         self._compaction = CompactionSettings(
             preview_chars=self.config.tool_preview_chars,
             max_chars=self.config.context_max_chars,
@@ -301,14 +299,14 @@ class AgentLoop:
             logger.exception("agent loop failed")
             self.emit(ErrorEvent(code="internal", message=f"internal error: {type(exc).__name__}"))
             self._answer_open_calls("not run: an internal error stopped the run")
-            self._void_answer("an internal error stopped the run")
+            self.answer.void(self.iterations, "an internal error stopped the run")
             return await self._end(Stopped("error", "an internal error stopped the run"))
 
     def refuse(self, code: ErrorCode, why: str) -> Done:
         """End a run that cannot start (no key for its model, a request it will not run):
         an error event, the reason as the answer, and ``done`` - built where every run's is."""
         self.emit(ErrorEvent(code=code, message=why))
-        return self._close("error", f"I can't answer this request: {why}", streamed=False)
+        return self._close("error", unsent=f"I can't answer this request: {why}")
 
     async def _iterate(self) -> Ending:
         """Turns until one ends the run: a text answer, a stop or a limit."""
@@ -323,9 +321,8 @@ class AgentLoop:
             if isinstance(plan, LimitReached):
                 return plan
             self.iterations += 1
-            self._answer.clear()
             remaining = self.limits.budget.root.remaining
-            self.emit(TurnStart(iteration=self.iterations, budget_remaining=remaining))
+            self.answer.restart(TurnStart(iteration=self.iterations, budget_remaining=remaining))
             try:
                 turn = await self._turn_call(view, plan)
             except _Cancelled as cancelled:
@@ -345,7 +342,7 @@ class AgentLoop:
                 if ending is None:
                     continue
                 return ending
-            self._void_answer("the reply was empty")  # whitespace is no answer
+            self.answer.void(self.iterations, "the reply was empty")  # whitespace is no answer
             return LimitReached("empty")
 
     def _answered(self, text: str) -> Ending | None:
@@ -355,7 +352,8 @@ class AgentLoop:
         if problem is None:
             return Answered(text)
         if self._mend is None:
-            self._void_answer(f"the answer did not match the response format: {problem}")
+            why = f"the answer did not match the response format: {problem}"
+            self.answer.void(self.iterations, why)
             self._mend = to_wire(
                 [
                     AssistantMessage(content=text),
@@ -449,13 +447,6 @@ class AgentLoop:
         self, wire: list[dict[str, Any]], tool_choice: Literal["auto", "none"], plan: CallPlan
     ) -> ModelTurn:
         """One streamed call, abandoned early on cancellation or timeout; usage charged."""
-        streamed: list[str] = []
-
-        async def on_text(text: str) -> None:
-            streamed.append(text)
-            self._answer.append(text)
-            self.emit(TextDelta(text=text))
-
         call = ModelCall(
             messages=wire,
             tools=self._tool_defs,
@@ -464,7 +455,8 @@ class AgentLoop:
             timeout=plan.timeout,
             fields=self._call_fields,
         )
-        task = asyncio.ensure_future(self.model.complete(call, on_text))
+        mark = self.answer.mark()
+        task = asyncio.ensure_future(self.model.complete(call, self.answer.sink))
         cancel_wait = asyncio.ensure_future(self.limits.cancel.wait())
         try:
             # The whole call - connecting, every retry, the last byte - ends by plan.timeout:
@@ -478,7 +470,7 @@ class AgentLoop:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
-        partial = "".join(streamed)
+        partial = self.answer.since(mark)
         if task.cancelled() or not task.done():
             # Abandoned mid-stream: the provider bills what it did, so charge an estimate.
             self._charge(self._estimated_usage(plan, len(partial)))
@@ -532,14 +524,8 @@ class AgentLoop:
                     raise
                 retries += 1
                 logger.warning("retrying a turn cut after %d chars: %s", len(exc.partial_text), exc)
-                self._void_answer(f"{exc.message}; the turn is retried")
+                self.answer.void(self.iterations, f"{exc.message}; the turn is retried")
                 plan = again
-
-    def _void_answer(self, reason: str) -> None:
-        """Tell the client that the text streamed since the turn began no longer counts."""
-        if self._answer:
-            self._answer.clear()
-            self.emit(TextReset(iteration=self.iterations, reason=reason))
 
     def _view(self) -> list[dict[str, Any]]:
         """What the model is sent: the compacted view of the history, or all of it."""
@@ -588,7 +574,7 @@ class AgentLoop:
         )
         content = result.render(self.config.tool_result_max_chars)
         self.emit(ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments))
-        self.emit(
+        self.answer.restart(
             ToolCallResult(
                 call_id=call.id, name=call.name, ok=False, duration_ms=0.0, content=content
             )
@@ -655,8 +641,6 @@ class AgentLoop:
         contents = await self._run_calls(runnable, refusals, names)
         for call, content in zip(runnable, contents, strict=True):
             self._append(ToolMessage(tool_call_id=call.id, content=content))
-        if runnable:
-            self._answer.clear()  # a client's answer starts again after the tool results
         if not waiting:
             return None
         for pending in waiting:
@@ -685,7 +669,7 @@ class AgentLoop:
                 if result is None:
                     result = await self._executor.execute(call, names.count(call.name))
                 content = clean_text(result.render(self.config.tool_result_max_chars))
-                finished = self.emit(
+                finished = self.answer.restart(
                     ToolCallResult(
                         call_id=call.id,
                         name=call.name,
@@ -723,30 +707,29 @@ class AgentLoop:
             and ending.limit == "deadline"
             and self.suspend_at_deadline
         ):
-            self._void_answer("the run is suspended until its next invocation")
+            self.answer.void(self.iterations, "the run is suspended until its next invocation")
             ending = Paused("suspended")
         if isinstance(ending, Paused):
             return self._pause(ending)
         if isinstance(ending, Answered):
-            return self._close("completed", ending.text)
+            return self._close("completed")
         if isinstance(ending, Stopped):
             if ending.partial:  # what was streamed stays the answer
-                return self._close(ending.stop, ending.partial)
-            return self._close(ending.stop, self._summary(ending.why), streamed=False)
-        answer = await self._limit_answer(ending)
+                return self._close(ending.stop)
+            return self._close(ending.stop, unsent=self._summary(ending.why))
+        await self._limit_answer(ending)
+        answer = self.answer.text
         problem = self.output.problem(answer) if self.output is not None else None
         if problem is not None:
             return await self._end(self._invalid_output(problem, answer))
-        return self._close(_LIMITS[ending.limit].stop, answer)
+        return self._close(_LIMITS[ending.limit].stop)
 
-    async def _limit_answer(self, ending: LimitReached) -> str:
-        """The streamed text, else one tool-less call's answer, else a plain summary; then
-        the limit's notice. All of it has been streamed when this returns."""
+    async def _limit_answer(self, ending: LimitReached) -> None:
+        """Stream the answer for a limit: the text already streamed, else one tool-less
+        call's answer, else a plain summary; then the limit's notice."""
         texts = _LIMITS[ending.limit]
-        answer = ending.streamed or await self._forced_answer(texts.instruction)
-        if answer is None:
-            answer = self._summary(texts.instruction.lower().rstrip("."))
-            self.emit(TextDelta(text=answer))
+        if not (ending.streamed or await self._forced_answer(texts.instruction)):
+            self.answer.add(self._summary(texts.instruction.lower().rstrip(".")))
         notice = texts.notice.format(
             n=self.limits.max_iterations, usd=f"{self.limits.budget.root.cost_limit or 0:.4g}"
         )
@@ -754,10 +737,7 @@ class AgentLoop:
             self.emit(Notice(code=ending.limit, message=notice))
             # "send a message" speaks to a person, not to a parent agent or a JSON parser
             if self.emit.depth == 0 and self.output is None:
-                suffix = f"\n\n{notice}"
-                self.emit(TextDelta(text=suffix))
-                answer += suffix
-        return answer
+                self.answer.add(f"\n\n{notice}")
 
     async def _forced_answer(self, instruction: str) -> str | None:
         if self.limits.cancel.cancelled:
@@ -779,7 +759,7 @@ class AgentLoop:
             return exc.partial_text or None
         if turn.text.strip():
             return turn.text
-        self._void_answer("the final answer was empty")
+        self.answer.void(self.iterations, "the final answer was empty")
         return None
 
     def _summary(self, why: str) -> str:
@@ -835,13 +815,14 @@ class AgentLoop:
                     ),
                 )
             )
-        return self._done(paused.stop, "".join(self._answer), pending=paused.pending, resume=resume)
+        return self._done(paused.stop, self.answer.text, pending=paused.pending, resume=resume)
 
-    def _close(self, stop: StopReason, text: str, *, streamed: bool = True) -> Done:
-        """Stream the answer unless it was, record it, and emit ``done``, so every run's last
-        message and event agree."""
-        if not streamed:
-            self.emit(TextDelta(text=text))
+    def _close(self, stop: StopReason, *, unsent: str = "") -> Done:
+        """Stream ``unsent`` (a summary, a refusal); the answer is then what the client shows.
+        Record it and emit ``done``, so every run's last message and event agree."""
+        if unsent:
+            self.answer.add(unsent)
+        text = self.answer.text
         self._append(AssistantMessage(content=text))
         return self._done(stop, text)
 
