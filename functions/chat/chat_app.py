@@ -537,7 +537,7 @@ async def chat_completions(request: Request) -> Response:
     Its errors follow the OpenAI face's retry policy (see :func:`http_error`).
     """
     # Imported here: only this route needs the OpenAI face, so start-up does not pay for it.
-    from agentloop.openai_api import CompletionRequest, CompletionStream, collect_completion
+    from agentloop.faces.openai import CompletionRequest, CompletionStream, collect_completion
 
     service = _service(request)
     raw, who = await read_request_json(request, service)
@@ -678,14 +678,14 @@ async def http_error(request: Request, exc: Exception) -> Response:
     """Every route's HttpError, in the one error shape, with the error's own headers.
 
     Errors from ``/v1/chat/completions`` and ``/v1/responses`` also follow the OpenAI face's
-    retry policy (``openai_api.refusal``: ``x-should-retry: false`` where a retry cannot help);
+    retry policy (``faces.openai.refusal``: ``x-should-retry: false`` where a retry cannot help);
     the run's
     own errors carry their policy already, and ``refusal`` leaves them as they are.
     """
     if not isinstance(exc, HttpError):  # registered for HttpError only
         raise exc
     if request.scope.get("endpoint") in (chat_completions, responses):
-        from agentloop.openai_api import refusal
+        from agentloop.faces.openai import refusal
 
         exc = refusal(exc)
     return error_response(exc)

@@ -28,6 +28,7 @@ from agentloop.events import (
     TurnStart,
     UsageReport,
 )
+from agentloop.faces.openai import CompletionRequest, CompletionStream
 from agentloop.faces.options import AgentOptions, AskingAgentOptions, option_params
 from agentloop.faces.outcome import OUTCOMES, Outcome, outcome
 from agentloop.faces.stream import FaceStream
@@ -35,7 +36,6 @@ from agentloop.limits import CancelToken
 from agentloop.mcp_server import PLAN_PARAMS as MCP_PARAMS
 from agentloop.mcp_server import answer
 from agentloop.models import AssistantMessage, PendingCall, StopReason, Usage
-from agentloop.openai_api import CompletionRequest, CompletionStream
 from agentloop.responses_api import ResponsesRequest, ResponseStream
 from agentloop.ui_message_stream import UIChatRequest, UIMessageStream
 

@@ -25,10 +25,7 @@ from agentloop.events import (
     ToolCallStart,
     TurnStart,
 )
-from agentloop.http_api import HttpError
-from agentloop.limits import CancelToken
-from agentloop.models import AssistantMessage, StopReason, Usage, UserMessage
-from agentloop.openai_api import (
+from agentloop.faces.openai import (
     CompletionRequest,
     CompletionStream,
     OpenAIOptions,
@@ -36,6 +33,9 @@ from agentloop.openai_api import (
     collect_completion,
     refusal,
 )
+from agentloop.http_api import HttpError
+from agentloop.limits import CancelToken
+from agentloop.models import AssistantMessage, StopReason, Usage, UserMessage
 
 ANSWER = "Paris is the capital of France."
 

@@ -40,6 +40,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import PydanticCustomError
 
 from agentloop.events import Event, UsageReport
+from agentloop.faces.openai.errors import run_error
+from agentloop.faces.openai.request import DEFAULT_MODEL_ALIAS, OpenAIOptions
+from agentloop.faces.openai.stream import OpenAIStream, collect_run
 from agentloop.faces.options import option_params
 from agentloop.faces.outcome import Ending, Outcome
 from agentloop.http_api import HttpError
@@ -55,13 +58,6 @@ from agentloop.models import (
     Usage,
     UserMessage,
 )
-from agentloop.openai_api import (
-    DEFAULT_MODEL_ALIAS,
-    OpenAIOptions,
-    OpenAIStream,
-    collect_run,
-    run_error,
-)
 from agentloop.output_format import OutputFormat, OutputFormatError
 
 ResponseStatus = Literal["completed", "incomplete", "failed", "in_progress"]
@@ -72,7 +68,7 @@ STATUSES: dict[Outcome, ResponseStatus] = {
 }
 """Outcomes a response ends with: a limit cut the answer short, which Responses says as
 "incomplete" (``max_output_tokens``). The others have no answer: ``response.failed``, or an
-HTTP error when not streamed (``openai_api.run_error``)."""
+HTTP error when not streamed (``faces.openai.errors.run_error``)."""
 
 _NO_STORE = "this server stores no responses: send the whole conversation in input"
 _UNSUPPORTED: dict[str, str] = {
@@ -515,7 +511,7 @@ async def collect_response(
 
     Its text is ``done.text``, which already leaves out text a ``text_reset`` voided. A run
     without an answer (``error``, ``cancelled``) raises :class:`HttpError`, as
-    ``openai_api.collect_completion`` does.
+    ``faces.openai.collect_completion`` does.
     """
     ending, tool_lines = await collect_run(events, request.agentloop.show_tools)
     text = "".join(tool_lines) + ending.done.text
