@@ -15,16 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import yaml
 
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.research.jobs import JobMessage
 from agentloop.research.store import LocalResultStore
 from agentloop.research.worker import IDEMPOTENCY_KEY_PREFIX, ResearchWorker
 from agentloop.tools.registry import ToolRegistry
+from tests.cloudformation import load_template
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
-from tests.helpers import ROOT
-from tests.integration.test_sandbox_deploy import CloudFormationLoader
 
 BUCKET = "agentloop-results-test"
 TABLE = "agentloop-idempotency-test"
@@ -249,7 +247,7 @@ def test_a_dollar_limit_on_a_model_with_no_price_is_rejected_when_planned(
 def test_the_deployed_planner_plans_with_the_workers_settings() -> None:
     """Every agent setting the template gives the worker, the planner has too (the same
     parameter), so the planner's plan of a job is the one the worker will make."""
-    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=CloudFormationLoader)
+    template = load_template()
     resources = template["Resources"]
     worker = resources["ResearchWorkerFunction"]["Properties"]["Environment"]["Variables"]
     planner = resources["ResearchPlannerFunction"]["Properties"]["Environment"]["Variables"]

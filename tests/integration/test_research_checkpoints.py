@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import BaseModel
 
 from agentloop.chat import AgentSetup, ChatContext, handle_chat
@@ -45,8 +44,9 @@ from agentloop.research.store import LocalResultStore, S3ResultStore
 from agentloop.research.worker import ResearchWorker
 from agentloop.tools.base import Tool, ToolContext, tool
 from agentloop.tools.registry import ToolRegistry
+from tests.cloudformation import load_template
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, ToolCallSpec
-from tests.helpers import ROOT, TEST_CONFIG
+from tests.helpers import TEST_CONFIG
 from tests.integration.test_research_aws import (  # noqa: F401  (aws is a fixture)
     BUCKET,
     SCHEDULED,
@@ -57,7 +57,6 @@ from tests.integration.test_research_aws import (  # noqa: F401  (aws is a fixtu
     idempotency_key,
     redeliver,
 )
-from tests.integration.test_sandbox_deploy import CloudFormationLoader
 from tests.sample_tools import boom
 
 DAY = "research/2025-06-02"
@@ -607,7 +606,7 @@ def _call(name: str, key: str | None = None, **arguments: Any) -> ToolCallSpec:
 
 
 def test_the_template_lets_the_worker_continue_jobs() -> None:
-    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=CloudFormationLoader)
+    template = load_template()
     resources = template["Resources"]
     worker = resources["ResearchWorkerFunction"]["Properties"]
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from starlette.testclient import TestClient
 
 import sandbox_handler
@@ -36,9 +35,10 @@ from agentloop.sandbox.settings import SandboxSettings
 from agentloop.tools.execute_code import execute_code_tool
 from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, _allow_anyone, create_app
+from tests.cloudformation import load_template
 from tests.fakes.lambda_api import TENANT_MISMATCH, FakeLambda
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
-from tests.helpers import ROOT, TEST_CONFIG, parse_sse, tool_payload
+from tests.helpers import TEST_CONFIG, parse_sse, tool_payload
 
 # The fake Lambda API and its set-up, shared with the execute_code tests.
 from tests.integration.test_execute_code_tool import (  # noqa: F401
@@ -345,35 +345,9 @@ def test_the_installed_botocore_sends_tenant_id_as_the_documented_header() -> No
 # ---- the template -------------------------------------------------------------------------------
 
 
-class CloudFormationLoader(yaml.SafeLoader):
-    """YAML with CloudFormation's short tags read as their long form (``!Ref x`` -> Ref)."""
-
-
-def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    if suffix in ("Ref", "Condition"):
-        return {suffix: value}
-    if suffix == "GetAtt" and isinstance(value, str):
-        value = value.split(".", 1)
-    return {f"Fn::{suffix}": value}
-
-
-CloudFormationLoader.add_multi_constructor("!", _intrinsic)
-
-
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    # A SafeLoader subclass: plain data only.
-    loaded: dict[str, Any] = yaml.load(
-        (ROOT / "template.yaml").read_text(), Loader=CloudFormationLoader
-    )
-    return loaded
+    return load_template()
 
 
 @pytest.fixture(scope="module")

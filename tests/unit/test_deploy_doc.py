@@ -11,12 +11,11 @@ import re
 from typing import Any
 
 import pytest
-import yaml
 from starlette.routing import Route
 
 import chat_app
+from tests.cloudformation import load_template
 from tests.helpers import ROOT
-from tests.integration.test_sandbox_deploy import CloudFormationLoader
 
 DOC = ROOT / "docs" / "deploy.md"
 CODE = re.compile(r"`([^`]+)`")
@@ -24,10 +23,7 @@ CODE = re.compile(r"`([^`]+)`")
 
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.load(
-        (ROOT / "template.yaml").read_text(), Loader=CloudFormationLoader
-    )
-    return loaded
+    return load_template()
 
 
 def table_under(heading: str) -> list[list[str]]:
