@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from jsonschema import Draft202012Validator
 
 from agentloop.chat import AgentSetup, ChatContext, handle_chat
@@ -154,3 +156,12 @@ def iter_sse(lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any] | None]
 
 def parse_sse(lines: Iterable[str]) -> list[tuple[str, dict[str, Any] | None]]:
     return list(iter_sse(lines))
+
+
+def make_command(*args: str) -> list[str]:
+    """``make`` with the virtualenv this test runs in (``make test`` runs in .venv); the test
+    is skipped in a virtualenv the Makefile did not make."""
+    venv = Path(sys.prefix)
+    if not (venv / ".installed").exists():
+        pytest.skip(f"{venv} was not made by the Makefile")
+    return ["make", "-s", f"VENV={venv}", *args]

@@ -28,8 +28,7 @@ import pytest
 from agentloop.app_settings import AppSettings
 from chat_app import service_from_env
 from tests.fakes.scripted_llm import Reply, ScriptedLLM
-from tests.helpers import ROOT, parse_sse
-from tests.integration.test_invoke import make_command
+from tests.helpers import ROOT, make_command, parse_sse
 
 ONLY_KEY = "sk-only-openai-7c41e9d2a6b8f03d"
 OPENAI_DEFAULT = "openai:gpt-4o-mini"

@@ -14,7 +14,7 @@ import pytest
 
 from agentloop.auth import hash_token
 from tests.fakes.scripted_llm import Reply, ScriptedLLM
-from tests.helpers import ROOT, parse_sse
+from tests.helpers import ROOT, make_command, parse_sse
 
 sys.path.insert(0, str(ROOT / "functions"))
 from invoke import adapter_request
@@ -107,14 +107,6 @@ def test_invoke_shows_a_refused_request(
 
     assert "HTTP 400" in proc.stderr
     assert "not valid JSON" in json.loads(proc.stdout)["error"]["message"]
-
-
-def make_command(*args: str) -> list[str]:
-    """``make`` with the virtualenv this test runs in (``make test`` runs in .venv)."""
-    venv = Path(sys.prefix)
-    if not (venv / ".installed").exists():
-        pytest.skip(f"{venv} was not made by the Makefile")
-    return ["make", "-s", f"VENV={venv}", *args]
 
 
 def test_make_invoke_streams_an_answer_from_the_scripted_model(llm: ScriptedLLM) -> None:
