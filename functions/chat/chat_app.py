@@ -586,7 +586,7 @@ async def ag_ui(request: Request) -> Response:
 
 async def responses(request: Request) -> Response:
     """``POST /v1/responses``: the text-conversation part of OpenAI's Responses API."""
-    from agentloop.responses_api import ResponsesRequest, ResponseStream, collect_response
+    from agentloop.faces.responses import ResponsesRequest, ResponseStream, collect_response
 
     service = _service(request)
     raw, who = await read_request_json(request, service, messages_key="input")

@@ -31,12 +31,12 @@ from agentloop.events import (
 from agentloop.faces.openai import CompletionRequest, CompletionStream
 from agentloop.faces.options import AgentOptions, AskingAgentOptions, option_params
 from agentloop.faces.outcome import OUTCOMES, Outcome, outcome
+from agentloop.faces.responses import ResponsesRequest, ResponseStream
 from agentloop.faces.stream import FaceStream
 from agentloop.limits import CancelToken
 from agentloop.mcp_server import PLAN_PARAMS as MCP_PARAMS
 from agentloop.mcp_server import answer
 from agentloop.models import AssistantMessage, PendingCall, StopReason, Usage
-from agentloop.responses_api import ResponsesRequest, ResponseStream
 from agentloop.ui_message_stream import UIChatRequest, UIMessageStream
 
 ANSWER = "Paris is the capital of France."
