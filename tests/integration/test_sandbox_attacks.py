@@ -28,32 +28,11 @@ import pytest
 
 from agentloop.sandbox import RunOutcome, SandboxLimits, run_python, run_python_async
 from agentloop.sandbox import runner as runner_module
+from tests.sandbox_probes import ZOMBIE_FARM, processes_mentioning
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
 FAST = SandboxLimits(timeout_s=1.5)
-NUL = b"\0"
-
-
-def processes_mentioning(marker: str) -> list[str]:
-    """Live processes whose cmdline, environment or cwd contains ``marker``."""
-    found = []
-    needle = marker.encode()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        base = f"/proc/{name}"
-        try:
-            with open(f"{base}/cmdline", "rb") as f:
-                cmdline = f.read()
-            with open(f"{base}/environ", "rb") as f:
-                environ = f.read()
-            cwd = os.readlink(f"{base}/cwd")
-        except OSError:
-            continue  # gone, a zombie, or not ours to read
-        if needle in cmdline or needle in environ or marker in cwd:
-            found.append(f"{name}: {cmdline.replace(NUL, b' ').decode(errors='replace')}")
-    return found
 
 
 @pytest.fixture
@@ -336,8 +315,6 @@ def wait_until_clean(root: Path, *, timeout_s: float) -> None:
 
 def test_zombie_leaders_do_not_get_past_the_process_limit(sandbox_root: Path) -> None:
     """Processes whose main thread exited (zombie leaders with a live thread) still count."""
-    from tests.integration.test_sandbox_isolation import ZOMBIE_FARM
-
     outcome = run(ZOMBIE_FARM, sandbox_root, SandboxLimits(timeout_s=8, max_processes=8))
 
     made = [int(line.split()[1]) for line in outcome.stdout.splitlines() if line[:4] == "made"]

@@ -34,7 +34,7 @@ from agentloop.sandbox import SandboxLimits, run_python
 from agentloop.sandbox.isolation import IsolationUnavailable, _prefixes, namespaces
 from agentloop.sandbox.service import DISCARD_EXIT_STATUS, _uid_processes
 from tests.fakes.sandbox_jail import Driver, jail_available
-from tests.integration.test_sandbox_attacks import processes_mentioning
+from tests.sandbox_probes import ZOMBIE_FARM, processes_mentioning
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
@@ -201,24 +201,6 @@ def test_a_thread_of_a_zombie_does_not_outlive_the_run(setup: tuple[str, Run]) -
 
 
 # ---- the process limit, with processes the old count did not see ----------------------------
-
-ZOMBIE_FARM = """
-import ctypes, os, platform, threading, time
-NR_EXIT = {"x86_64": 60, "aarch64": 93}[platform.machine()]
-made = 0
-for _ in range(40):
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        print("fork refused:", exc.strerror, flush=True)
-        break
-    if pid == 0:
-        threading.Thread(target=time.sleep, args=(30,)).start()
-        ctypes.CDLL(None).syscall(NR_EXIT, 0)
-    made += 1
-    print("made", made, flush=True)
-time.sleep(2)
-"""
 
 
 def test_the_process_limit_binds_for_zombie_leaders(setup: tuple[str, Run]) -> None:
