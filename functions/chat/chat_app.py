@@ -558,7 +558,7 @@ async def chat_completions(request: Request) -> Response:
 
 async def ui_message_stream(request: Request) -> Response:
     """``POST /api/chat``: the AI SDK's UI message stream, for ``useChat``'s default transport."""
-    from agentloop.ui_message_stream import UI_STREAM_HEADERS, UIChatRequest, UIMessageStream
+    from agentloop.faces.ui_stream import UI_STREAM_HEADERS, UIChatRequest, UIMessageStream
 
     service = _service(request)
     raw, who = await read_request_json(request, service)

@@ -19,8 +19,8 @@ import pytest
 
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.config import AgentConfig
+from agentloop.faces.ui_stream import STREAM_CUT_MESSAGE, usage_json
 from agentloop.models import to_wire
-from agentloop.ui_message_stream import STREAM_CUT_MESSAGE, usage_json
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, tool_payload

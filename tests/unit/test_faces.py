@@ -33,11 +33,11 @@ from agentloop.faces.options import AgentOptions, AskingAgentOptions, option_par
 from agentloop.faces.outcome import OUTCOMES, Outcome, outcome
 from agentloop.faces.responses import ResponsesRequest, ResponseStream
 from agentloop.faces.stream import FaceStream
+from agentloop.faces.ui_stream import UIChatRequest, UIMessageStream
 from agentloop.limits import CancelToken
 from agentloop.mcp_server import PLAN_PARAMS as MCP_PARAMS
 from agentloop.mcp_server import answer
 from agentloop.models import AssistantMessage, PendingCall, StopReason, Usage
-from agentloop.ui_message_stream import UIChatRequest, UIMessageStream
 
 ANSWER = "Paris is the capital of France."
 
