@@ -33,6 +33,7 @@ from agentloop.llm.resilient import ResilientModel, RetryPolicy
 from agentloop.logs import REQUEST_ID
 from agentloop.loop import AgentLoop, Emitter, RunLimits
 from agentloop.models import ChatRequest, RunProgress
+from agentloop.pausing import Pausing
 from agentloop.plan import PlanError, RunPlan, check_model_allowed, clamped_limits, plan_run
 from agentloop.pricing import Pricer
 from agentloop.tools.base import RunInfo
@@ -235,12 +236,14 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
         tool_extras=context.extras,
         sampling=plan.sampling,
         output=plan.output,
-        approval_tools=plan.approval_tools,
-        client_tools=plan.client_tools,
-        resumption=plan.resumption,
+        pausing=Pausing(
+            approval_tools=plan.approval_tools,
+            client_tools=plan.client_tools,
+            resumption=plan.resumption,
+            signer=context.setup.signer,
+            suspend_at_deadline=context.suspend_at_deadline,
+        ),
         iterations=progress.iterations if progress else 0,
-        signer=context.setup.signer,
-        suspend_at_deadline=context.suspend_at_deadline,
         run_info=RunInfo(
             config=config,
             model=spec,

@@ -23,9 +23,7 @@ from typing import Any, Literal, TypeVar
 from agentloop.answer import ShownAnswer
 from agentloop.config import AgentConfig
 from agentloop.context import CompactionSettings, compact_view
-from agentloop.continuation import Continuation, Resumption, Signer, conversation_hash
 from agentloop.events import (
-    ApprovalRequest,
     Done,
     ErrorCode,
     ErrorEvent,
@@ -41,7 +39,6 @@ from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, ProviderError
 from agentloop.llm.untrusted import clean_text
 from agentloop.models import (
     AssistantMessage,
-    ClientTool,
     FunctionCall,
     Message,
     PendingCall,
@@ -55,6 +52,7 @@ from agentloop.models import (
     to_wire,
 )
 from agentloop.output_format import OutputFormat
+from agentloop.pausing import Pausing
 from agentloop.pricing import Pricer
 from agentloop.sources import SourceCollector
 from agentloop.tools.base import NestedRuns, RunInfo
@@ -234,12 +232,8 @@ class AgentLoop:
     sampling: Sampling | None = None
     output: OutputFormat | None = None
     """The answer's required shape: told to the model, checked before the run ends."""
-    approval_tools: frozenset[str] = frozenset()
-    client_tools: tuple[ClientTool, ...] = ()
-    resumption: Resumption | None = None
-    """The paused run this one continues: its decided calls run first."""
-    signer: Signer | None = None
-    suspend_at_deadline: bool = False
+    pausing: Pausing = field(default_factory=Pausing)
+    """Which calls wait for the client, and the paused run this one continues."""
 
     iterations: int = 0
     new_messages: list[Message] = field(default_factory=list)
@@ -266,8 +260,7 @@ class AgentLoop:
         if self.output is not None:
             self._call_fields["response_format"] = self.output.wire()
         self._wire = to_wire([system, *self.conversation])
-        client_defs = [t.model_dump(exclude_none=True) for t in self.client_tools]
-        self._client_names = frozenset(t.function.name for t in self.client_tools)
+        client_defs = self.pausing.client_definitions()
         self._tool_defs = [*self.tools.definitions(), *client_defs] or None
         self._tool_chars = len(json.dumps(self._tool_defs)) if self._tool_defs else 0
         self._executor = ToolExecutor(
@@ -292,8 +285,8 @@ class AgentLoop:
     async def run(self) -> Done:
         """Run to a stop and emit ``done``; never raises (but ``CancelledError``)."""
         try:
-            if self.resumption is not None:
-                await self._resume_round(self.resumption)
+            if self.pausing.resumption is not None:
+                await self._resume_round()
             return await self._end(await self._iterate())
         except Exception as exc:  # the last line of defence: the stream must still end well
             logger.exception("agent loop failed")
@@ -605,53 +598,23 @@ class AgentLoop:
         self._sources.see(event)
         self.emit.forward(event)
 
-    def _waits(self, call: ToolCall) -> Literal["approval", "client"] | None:
-        """Whether a call waits for the client rather than running now."""
-        if call.name in self._client_names:
-            return "client"
-        if call.name in self.approval_tools and self.emit.depth == 0:
-            return "approval"
-        return None
-
     async def _tool_round(self, turn: ModelTurn) -> Paused | None:
         """Run one turn's calls concurrently (bounded); results go in the order asked for.
 
         Calls that wait for the client (approval, the client's own tools) do not run: the
         others do, and the run pauses after the round."""
         self._append(AssistantMessage(content=turn.text or None, tool_calls=turn.tool_calls))
-        problems = dict(turn.call_problems)
-        if self.emit.depth > 0:
-            for call in turn.tool_calls:
-                if call.name in self.approval_tools:
-                    problems[call.id] = (
-                        f"{call.name} needs a person's approval in this run, which a "
-                        "sub-agent cannot ask for, so it was not run. Answer without it, and "
-                        f"say what you would run: the agent that asked you can call {call.name} "
-                        "itself, with approval"
-                    )
-        refusals = {call_id: self._executor.refuse(why) for call_id, why in problems.items()}
-        waiting = [
-            PendingCall(call_id=c.id, name=c.name, arguments=c.arguments, kind=kind)
-            for c in turn.tool_calls
-            if c.id not in problems and (kind := self._waits(c)) is not None
-        ]
-        held = {p.call_id for p in waiting}
-        runnable = [c for c in turn.tool_calls if c.id not in held]
-        names = [call.name for call in turn.tool_calls]
-        contents = await self._run_calls(runnable, refusals, names)
-        for call, content in zip(runnable, contents, strict=True):
+        calls = turn.tool_calls
+        round_ = self.pausing.sort(calls, turn.call_problems, self.emit.depth)
+        refusals = {call_id: self._executor.refuse(why) for call_id, why in round_.refused.items()}
+        contents = await self._run_calls(round_.runnable, refusals, [c.name for c in calls])
+        for call, content in zip(round_.runnable, contents, strict=True):
             self._append(ToolMessage(tool_call_id=call.id, content=content))
-        if not waiting:
+        if not round_.waiting:
             return None
-        for pending in waiting:
-            if pending.kind == "approval":
-                self.emit(
-                    ApprovalRequest(
-                        call_id=pending.call_id, name=pending.name, arguments=pending.arguments
-                    )
-                )
-        kinds = {p.kind for p in waiting}
-        return Paused("approval_required" if "approval" in kinds else "client_tools", waiting)
+        for request in round_.approval_requests():
+            self.emit(request)
+        return Paused(round_.stop, round_.waiting)
 
     async def _run_calls(
         self, calls: list[ToolCall], answered: dict[str, ToolResult], names: list[str]
@@ -684,16 +647,10 @@ class AgentLoop:
 
         return list(await asyncio.gather(*(run_one(call) for call in calls)))
 
-    async def _resume_round(self, resumption: Resumption) -> None:
+    async def _resume_round(self) -> None:
         """A continued run's first step: the approved calls run, the denied ones are answered
-        with the reason; the client tools' results are in the conversation already."""
-        denied = {p.call_id: reason for p, reason in resumption.denied}
-        decided = [*resumption.approved, *(p for p, _ in resumption.denied)]
-        calls = [
-            ToolCall(id=p.call_id, function=FunctionCall(name=p.name, arguments=p.arguments))
-            for p in decided
-        ]
-        denials = {call_id: ToolResult.denied(reason) for call_id, reason in denied.items()}
+        with the reason."""
+        calls, denials = self.pausing.resumed_calls()
         contents = await self._run_calls(calls, denials, [c.name for c in calls])
         for call, content in zip(calls, contents, strict=True):
             self._append(ToolMessage(tool_call_id=call.id, content=content))
@@ -705,7 +662,7 @@ class AgentLoop:
         if (
             isinstance(ending, LimitReached)
             and ending.limit == "deadline"
-            and self.suspend_at_deadline
+            and self.pausing.suspend_at_deadline
         ):
             self.answer.void(self.iterations, "the run is suspended until its next invocation")
             ending = Paused("suspended")
@@ -796,24 +753,12 @@ class AgentLoop:
     def _pause(self, paused: Paused) -> Done:
         """End a run that will be continued: no answer, and (for calls that wait for the
         client) the signed token the client sends back with its decisions or results."""
-        budget = self.limits.budget
         resume = None
         if paused.pending:
-            if self.signer is None:
-                raise RuntimeError("a run that can pause needs a signer")
-            kept = self.resumption.prefix_length if self.resumption else len(self.conversation)
-            prefix = self.conversation[:kept]
-            tail = [*self.conversation[kept:], *self.new_messages]
-            resume = self.signer.sign(
-                Continuation(
-                    prefix_length=kept,
-                    prefix_hash=conversation_hash(prefix),
-                    tail=to_wire(tail),
-                    pending=paused.pending,
-                    progress=RunProgress(
-                        iterations=self.iterations, usage_by_depth=list(budget.root.usage_by_depth)
-                    ),
-                )
+            spent = list(self.limits.budget.root.usage_by_depth)
+            progress = RunProgress(iterations=self.iterations, usage_by_depth=spent)
+            resume = self.pausing.token(
+                self.conversation, self.new_messages, paused.pending, progress
             )
         return self._done(paused.stop, self.answer.text, pending=paused.pending, resume=resume)
 
