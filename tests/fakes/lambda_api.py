@@ -44,6 +44,8 @@ from tests.fakes.loopback import LoopbackServer
 Handler = Callable[[Any, Any], Any]
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
+SANDBOX_FUNCTION = "agentloop-sandbox"
+"""The name the tests register the sandbox function's handler under (``lambda_api``)."""
 TENANT_HEADER = "x-amz-tenant-id"
 # Invoke's TenantId in the Lambda API reference: length 1-256, this pattern.
 TENANT_ID = re.compile(r"[a-zA-Z0-9._:/=+\-@ ]{1,256}")

@@ -30,13 +30,12 @@ from agentloop.sandbox.runner import SandboxError
 from agentloop.sandbox.service import DISCARD_EXIT_STATUS
 from agentloop.sandbox.settings import SandboxSettings
 from agentloop.tools.execute_code import execute_code_tool
-from tests.fakes.lambda_api import FakeContext, FakeLambda
+from tests.fakes.lambda_api import SANDBOX_FUNCTION, FakeContext, FakeLambda
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import ROOT, run_chat, tool_payload
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
-FUNCTION = "agentloop-sandbox"
 SAMPLE_EVENT = ROOT / "events" / "sandbox.json"
 
 
@@ -147,7 +146,7 @@ async def test_the_local_backend_refuses_to_run_inside_a_lambda_function(
 def test_handler_runs_the_sample_event() -> None:
     event = json.loads(SAMPLE_EVENT.read_text())
 
-    result = sandbox_handler.handler(event, FakeContext(FUNCTION, timeout_s=60))
+    result = sandbox_handler.handler(event, FakeContext(SANDBOX_FUNCTION, timeout_s=60))
 
     assert result["ok"] is True
     assert result["outcome"]["exit_code"] == 0
@@ -164,7 +163,7 @@ def test_handler_runs_the_sample_event() -> None:
     ],
 )
 def test_handler_answers_bad_events_with_an_error(event: object, fragment: str) -> None:
-    result = sandbox_handler.handler(event, FakeContext(FUNCTION, timeout_s=60))
+    result = sandbox_handler.handler(event, FakeContext(SANDBOX_FUNCTION, timeout_s=60))
 
     assert result["ok"] is False
     assert result["error_kind"] == "invalid_request"
@@ -228,29 +227,7 @@ def all_cmdlines() -> Iterator[bytes]:
 # ---- the lambda backend over the (fake) Lambda API --------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def fake_lambda() -> Iterator[FakeLambda]:
-    with FakeLambda() as server:
-        yield server
-
-
-@pytest.fixture
-def lambda_api(fake_lambda: FakeLambda, monkeypatch: pytest.MonkeyPatch) -> FakeLambda:
-    """The fake with the real sandbox handler registered, and boto3 given dummy credentials."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-    fake_lambda.functions.clear()
-    fake_lambda.invocations.clear()
-    fake_lambda.throttle = False
-    fake_lambda.register(FUNCTION, sandbox_handler.handler, timeout_s=60)
-    return fake_lambda
-
-
-def lambda_settings(api: FakeLambda, function: str = FUNCTION) -> SandboxSettings:
+def lambda_settings(api: FakeLambda, function: str = SANDBOX_FUNCTION) -> SandboxSettings:
     return SandboxSettings(
         backend="lambda", function=function, endpoint_url=api.url, region="us-east-1"
     )
@@ -272,7 +249,7 @@ async def test_model_runs_code_in_the_sandbox_function(
     expected = hashlib.sha256(b"agentloop").hexdigest()[:12]
     assert result.done.text == f"The program printed {expected}."
     [invocation] = lambda_api.invocations
-    assert invocation.function == FUNCTION
+    assert invocation.function == SANDBOX_FUNCTION
     assert invocation.invocation_type == "RequestResponse"
     assert invocation.event["code"] == code
     assert invocation.event["limits"]["timeout_s"] == 4
@@ -333,21 +310,21 @@ def discarding_handler(event: Any, context: Any) -> Any:
 async def test_lambda_failures_become_clear_errors(
     lambda_api: FakeLambda, setup: str, message: str, hint: str | None
 ) -> None:
-    function = FUNCTION
+    function = SANDBOX_FUNCTION
     if setup == "throttle":
         lambda_api.throttle = True
     elif setup == "missing":
         function = "nowhere"
     elif setup == "crash":
-        lambda_api.register(FUNCTION, raise_in_handler)
+        lambda_api.register(SANDBOX_FUNCTION, raise_in_handler)
     elif setup == "timeout":
-        lambda_api.register(FUNCTION, slow_handler, timeout_s=0.3)
+        lambda_api.register(SANDBOX_FUNCTION, slow_handler, timeout_s=0.3)
     elif setup == "no_time":
-        lambda_api.register(FUNCTION, sandbox_handler.handler, timeout_s=1.0)
+        lambda_api.register(SANDBOX_FUNCTION, sandbox_handler.handler, timeout_s=1.0)
     elif setup == "wrong_shape":
-        lambda_api.register(FUNCTION, wrong_shape_handler)
+        lambda_api.register(SANDBOX_FUNCTION, wrong_shape_handler)
     elif setup == "discarded":
-        lambda_api.register(FUNCTION, discarding_handler)
+        lambda_api.register(SANDBOX_FUNCTION, discarding_handler)
 
     backend = lambda_settings(lambda_api, function).make_backend()
     with pytest.raises(SandboxError) as caught:
@@ -394,7 +371,7 @@ def test_tempdir_default_is_untouched_by_local_runs() -> None:
     probe = Path(tempfile.gettempdir()) / f"agentloop-probe-{uuid.uuid4().hex}"
     probe.write_text("mine")
     try:
-        result = sandbox_handler.handler({"code": "print(1)"}, FakeContext(FUNCTION, 60))
+        result = sandbox_handler.handler({"code": "print(1)"}, FakeContext(SANDBOX_FUNCTION, 60))
         assert result["ok"] is True
         assert probe.read_text() == "mine"
     finally:

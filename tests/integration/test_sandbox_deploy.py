@@ -36,16 +36,9 @@ from agentloop.tools.execute_code import execute_code_tool
 from agentloop.tools.registry import ToolRegistry
 from chat_app import ChatService, _allow_anyone, create_app
 from tests.cloudformation import load_template
-from tests.fakes.lambda_api import TENANT_MISMATCH, FakeLambda
+from tests.fakes.lambda_api import SANDBOX_FUNCTION, TENANT_MISMATCH, FakeLambda
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, parse_sse, tool_payload
-
-# The fake Lambda API and its set-up, shared with the execute_code tests.
-from tests.integration.test_execute_code_tool import (  # noqa: F401
-    FUNCTION,
-    fake_lambda,
-    lambda_api,
-)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
@@ -64,7 +57,7 @@ def per_tenant_settings(api: FakeLambda, tenancy: str = "per_tenant") -> Sandbox
     return SandboxSettings.model_validate(
         {
             "backend": "lambda",
-            "function": FUNCTION,
+            "function": SANDBOX_FUNCTION,
             "endpoint_url": api.url,
             "region": "us-east-1",
             "tenancy": tenancy,
@@ -73,9 +66,9 @@ def per_tenant_settings(api: FakeLambda, tenancy: str = "per_tenant") -> Sandbox
 
 
 @pytest.fixture
-def per_tenant_api(lambda_api: FakeLambda) -> FakeLambda:  # noqa: F811
+def per_tenant_api(lambda_api: FakeLambda) -> FakeLambda:
     """The fake with the sandbox function as Lambda creates it with TenancyConfig PER_TENANT."""
-    lambda_api.register(FUNCTION, sandbox_handler.handler, timeout_s=60, per_tenant=True)
+    lambda_api.register(SANDBOX_FUNCTION, sandbox_handler.handler, timeout_s=60, per_tenant=True)
     return lambda_api
 
 
@@ -267,13 +260,13 @@ async def test_a_per_tenant_function_refuses_a_shared_setting_clearly(
         await backend.run(PROGRAM, SandboxLimits(timeout_s=2), tenant="bearer:1a2b3c4d")
 
     assert caught.value.message == (
-        f"the sandbox function {FUNCTION!r} refused the call: {TENANT_MISMATCH}"
+        f"the sandbox function {SANDBOX_FUNCTION!r} refused the call: {TENANT_MISMATCH}"
     )
     assert "AGENTLOOP_SANDBOX_TENANCY" in (caught.value.hint or "")
     assert per_tenant_api.invocations == []
 
 
-async def test_a_shared_function_refuses_a_tenant_id_clearly(lambda_api: FakeLambda) -> None:  # noqa: F811
+async def test_a_shared_function_refuses_a_tenant_id_clearly(lambda_api: FakeLambda) -> None:
     backend = per_tenant_settings(lambda_api).make_backend()
 
     with pytest.raises(SandboxError) as caught:
