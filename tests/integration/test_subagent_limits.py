@@ -28,6 +28,7 @@ from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, parse_sse, tool_payload
+from tests.mcp_session import open_mcp_session
 from tests.sample_tools import echo
 from tests.served import AUTH, TOKEN, make_service
 
@@ -242,6 +243,23 @@ def test_responses_approval_tools_hold_in_subagents(
     )
     assert response.status == "completed"
     assert "run_code" in response.output_text
+    assert_held(llm, ran)
+
+
+async def test_mcp_ask_approval_tools_hold_in_subagents(llm: ScriptedLLM, ran: list[str]) -> None:
+    """The MCP face cannot ask a person either: ``ask`` is offered no approval tool, and a
+    sub-agent of its run that calls one anyway runs nothing."""
+    llm.respond_with(respond)
+    config = TEST_CONFIG.model_copy(
+        update={"default_tools": ("ask_llm", "run_code"), "approval_tools": ("run_code",)}
+    )
+    service = make_service([ask_llm_tool(), code_tool(ran), echo], config)
+    with LoopbackServer(create_app(service), name="subagent-limits-mcp", lifespan="on") as server:
+        async with open_mcp_session(server.url) as session:
+            result = await session.call_tool("ask", {"question": TOP})
+    assert not result.is_error, result
+    top = [r for r in llm.requests if asked(r) == TOP]
+    assert tool_names(top[0]) == ["ask_llm"]
     assert_held(llm, ran)
 
 
