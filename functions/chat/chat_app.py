@@ -573,7 +573,7 @@ async def ui_message_stream(request: Request) -> Response:
 
 async def ag_ui(request: Request) -> Response:
     """``POST /ag-ui``: the agent as an AG-UI agent (``RunAgentInput`` in, AG-UI events out)."""
-    from agentloop.ag_ui import AgUiStream, RunAgentInput
+    from agentloop.faces.ag_ui import AgUiStream, RunAgentInput
 
     service = _service(request)
     raw, who = await read_request_json(request, service)

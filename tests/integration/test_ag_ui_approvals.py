@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentloop.ag_ui import APPROVAL_SCHEMA
 from agentloop.events import Done
+from agentloop.faces.ag_ui import APPROVAL_SCHEMA
 from tests.fakes.approval_model import TURNS, ApprovalModel, first_user, results
 from tests.fakes.node_client import run_node
 from tests.fakes.pytest_plugin import provider_env_for_module

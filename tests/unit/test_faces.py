@@ -15,7 +15,6 @@ from typing import Any, get_args
 
 import pytest
 
-from agentloop.ag_ui import AgUiStream, RunAgentInput
 from agentloop.events import (
     ApprovalRequest,
     Done,
@@ -28,6 +27,7 @@ from agentloop.events import (
     TurnStart,
     UsageReport,
 )
+from agentloop.faces.ag_ui import AgUiStream, RunAgentInput
 from agentloop.faces.openai import CompletionRequest, CompletionStream
 from agentloop.faces.options import AgentOptions, AskingAgentOptions, option_params
 from agentloop.faces.outcome import OUTCOMES, Outcome, outcome
