@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.fakes.lambda_api import SANDBOX_FUNCTION, FakeLambda
+from tests.fakes.scripted_llm import ScriptedLLM
+from tests.research_aws import BUCKET, TABLE, Aws
 
 
 @pytest.fixture(scope="module")
@@ -33,3 +36,48 @@ def lambda_api(fake_lambda: FakeLambda, monkeypatch: pytest.MonkeyPatch) -> Fake
     fake_lambda.throttle = False
     fake_lambda.register(SANDBOX_FUNCTION, sandbox_handler.handler, timeout_s=60)
     return fake_lambda
+
+
+@pytest.fixture
+def aws(mocked_aws: None, monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> Iterator[Aws]:
+    """The research functions' bucket, queue (with its dead-letter queue) and idempotency table
+    on moto, named in their environment variables, and fresh handlers to use them."""
+    import boto3
+
+    import research_handlers
+
+    for name, value in {
+        "AGENTLOOP_DEADLINE_RESERVE_S": "0",
+        "AGENTLOOP_FINAL_ANSWER_RESERVE": "0",
+        "AGENTLOOP_RETRY_BASE_DELAY_S": "0.01",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AGENTLOOP_SECRET_ID", raising=False)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    sqs = boto3.client("sqs")
+    dlq = sqs.create_queue(QueueName="research-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])
+    redrive = {"deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"], "maxReceiveCount": 3}
+    queue_url = sqs.create_queue(
+        QueueName="research-jobs", Attributes={"RedrivePolicy": json.dumps(redrive)}
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+    dynamodb = boto3.client("dynamodb")
+    dynamodb.create_table(
+        TableName=TABLE,
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv("AGENTLOOP_RESULTS_BUCKET", BUCKET)
+    monkeypatch.setenv("AGENTLOOP_IDEMPOTENCY_TABLE", TABLE)
+    monkeypatch.setenv("AGENTLOOP_RESEARCH_QUEUE_URL", queue_url)
+    research_handlers.worker.cache_clear()  # a fresh worker on this test's moto clients
+    research_handlers.job_check.cache_clear()  # and the planner's check on this test's settings
+    try:
+        yield Aws(s3, sqs, dynamodb, queue_url, queue_arn["Attributes"]["QueueArn"])
+    finally:
+        if research_handlers.worker.cache_info().currsize:
+            research_handlers.worker().close()
+        research_handlers.worker.cache_clear()

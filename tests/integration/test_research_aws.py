@@ -7,11 +7,8 @@ one batch, so replies are routed by the job's prompt rather than by order.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,114 +16,22 @@ import pytest
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.research.jobs import JobMessage
 from agentloop.research.store import LocalResultStore
-from agentloop.research.worker import IDEMPOTENCY_KEY_PREFIX, ResearchWorker
+from agentloop.research.worker import ResearchWorker
 from agentloop.tools.registry import ToolRegistry
 from tests.cloudformation import load_template
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
+from tests.research_aws import (
+    BUCKET,
+    SCHEDULED,
+    TABLE,
+    Aws,
+    FakeContext,
+    idempotency_key,
+    redeliver,
+)
 
-BUCKET = "agentloop-results-test"
-TABLE = "agentloop-idempotency-test"
 EXECUTION = "d32c5kddcf5bb8c3"
-SCHEDULED = "2025-06-02T06:00:00Z"
 PREFIX = "research/2025-06-02/"
-
-
-@dataclass
-class FakeContext:
-    """The parts of the Lambda context the handlers and Powertools read."""
-
-    function_name: str = "agentloop-research"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:agentloop-research"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    remaining_ms: int = 120_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
-
-
-@dataclass
-class Aws:
-    s3: Any
-    sqs: Any
-    dynamodb: Any
-    queue_url: str
-    queue_arn: str
-
-    def read(self, key: str) -> str:
-        body = self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
-        return body.decode()
-
-    def stored(self) -> list[str]:
-        listing = self.s3.list_objects_v2(Bucket=BUCKET, Prefix="research/")
-        return sorted(obj["Key"] for obj in listing.get("Contents", []))
-
-    def drain(self) -> list[dict[str, Any]]:
-        """Every message on the queue, as SQS records of a Lambda event."""
-        records: list[dict[str, Any]] = []
-        while True:
-            got = self.sqs.receive_message(
-                QueueUrl=self.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
-            ).get("Messages", [])
-            if not got:
-                return records
-            records += [self.record(m) for m in got]
-
-    def record(self, message: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "messageId": message["MessageId"],
-            "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"],
-            "attributes": message.get("Attributes", {}),
-            "messageAttributes": {},
-            "md5OfBody": message["MD5OfBody"],
-            "eventSource": "aws:sqs",
-            "eventSourceARN": self.queue_arn,
-            "awsRegion": "us-east-1",
-        }
-
-
-@pytest.fixture
-def aws(mocked_aws: None, monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> Iterator[Aws]:
-    import boto3
-
-    import research_handlers
-
-    for name, value in {
-        "AGENTLOOP_DEADLINE_RESERVE_S": "0",
-        "AGENTLOOP_FINAL_ANSWER_RESERVE": "0",
-        "AGENTLOOP_RETRY_BASE_DELAY_S": "0.01",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AGENTLOOP_SECRET_ID", raising=False)
-    s3 = boto3.client("s3")
-    s3.create_bucket(Bucket=BUCKET)
-    sqs = boto3.client("sqs")
-    dlq = sqs.create_queue(QueueName="research-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])
-    redrive = {"deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"], "maxReceiveCount": 3}
-    queue_url = sqs.create_queue(
-        QueueName="research-jobs", Attributes={"RedrivePolicy": json.dumps(redrive)}
-    )["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
-    dynamodb = boto3.client("dynamodb")
-    dynamodb.create_table(
-        TableName=TABLE,
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    monkeypatch.setenv("AGENTLOOP_RESULTS_BUCKET", BUCKET)
-    monkeypatch.setenv("AGENTLOOP_IDEMPOTENCY_TABLE", TABLE)
-    monkeypatch.setenv("AGENTLOOP_RESEARCH_QUEUE_URL", queue_url)
-    research_handlers.worker.cache_clear()  # a fresh worker on this test's moto clients
-    research_handlers.job_check.cache_clear()  # and the planner's check on this test's settings
-    try:
-        yield Aws(s3, sqs, dynamodb, queue_url, queue_arn["Attributes"]["QueueArn"])
-    finally:
-        if research_handlers.worker.cache_info().currsize:
-            research_handlers.worker().close()
-        research_handlers.worker.cache_clear()
 
 
 def job(job_id: str, prompt: str | None = None, **fields: Any) -> dict[str, Any]:
@@ -379,14 +284,6 @@ def test_the_idempotency_key_is_exactly_job_id_execution_id_and_segment(
     assert keys == {idempotency_key("nightly", EXECUTION), idempotency_key("nightly", "e2e2e2e2")}
 
 
-def idempotency_key(job_id: str, execution_id: str, segment: int = 0) -> str:
-    """Powertools' key: the prefix and the MD5 of exactly these three values' JSON."""
-    digest = hashlib.md5(
-        json.dumps([job_id, execution_id, segment], sort_keys=True).encode()
-    ).hexdigest()
-    return f"{IDEMPOTENCY_KEY_PREFIX}#{digest}"
-
-
 def test_a_malformed_message_is_a_batch_item_failure(aws: Aws, llm: ScriptedLLM) -> None:
     from research_handlers import worker_handler
 
@@ -407,16 +304,6 @@ def test_on_lambda_the_worker_refuses_to_run_without_the_table(tmp_path: Any) ->
 
 
 # -- limits and retries -----------------------------------------------------------------------
-
-
-def redeliver(aws: Aws, record: dict[str, Any]) -> dict[str, Any]:
-    """SQS delivering a batch item failure again (at once, instead of after 90 minutes)."""
-    aws.sqs.change_message_visibility(
-        QueueUrl=aws.queue_url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=0
-    )
-    [again] = aws.drain()
-    assert again["messageId"] == record["messageId"]
-    return again
 
 
 def tool_then_answer(request: RecordedRequest) -> Reply:

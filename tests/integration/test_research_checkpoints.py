@@ -47,13 +47,12 @@ from agentloop.tools.registry import ToolRegistry
 from tests.cloudformation import load_template
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, ToolCallSpec
 from tests.helpers import TEST_CONFIG
-from tests.integration.test_research_aws import (  # noqa: F401  (aws is a fixture)
+from tests.research_aws import (
     BUCKET,
     SCHEDULED,
     TABLE,
     Aws,
     FakeContext,
-    aws,
     idempotency_key,
     redeliver,
 )
@@ -114,7 +113,7 @@ def bodies(llm: ScriptedLLM) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def worker(aws: Aws) -> Iterator[ResearchWorker]:  # noqa: F811
+def worker(aws: Aws) -> Iterator[ResearchWorker]:
     """The worker as the template configures it (table, bucket, queue), with ``lookup``."""
     built = ResearchWorker.from_env(tools=ToolRegistry([slow_lookup()]))
     yield built
@@ -127,7 +126,7 @@ def queue(execution_id: str, spec: dict[str, Any]) -> None:
     assert summary.queued == [spec["id"]]
 
 
-def deliver(aws: Aws, worker: ResearchWorker, remaining_ms: int) -> list[dict[str, Any]]:  # noqa: F811
+def deliver(aws: Aws, worker: ResearchWorker, remaining_ms: int) -> list[dict[str, Any]]:
     """What SQS does: hand the worker every message on the queue until there is none."""
     responses = []
     while records := aws.drain():
@@ -141,7 +140,7 @@ def segments(records: list[dict[str, Any]]) -> list[int]:
     return [JobMessage.model_validate_json(r["body"]).segment for r in records]
 
 
-def reference(aws: Aws, worker: ResearchWorker, llm: ScriptedLLM) -> list[dict[str, Any]]:  # noqa: F811
+def reference(aws: Aws, worker: ResearchWorker, llm: ScriptedLLM) -> list[dict[str, Any]]:
     """The job's requests when one invocation is enough; the server is then reset."""
     llm.respond_with(researcher)
     queue("once", job())
@@ -157,7 +156,7 @@ def reference(aws: Aws, worker: ResearchWorker, llm: ScriptedLLM) -> list[dict[s
 
 
 def test_a_job_over_several_invocations_makes_the_model_calls_of_one(
-    aws: Aws,  # noqa: F811
+    aws: Aws,
     worker: ResearchWorker,
     llm: ScriptedLLM,
 ) -> None:
@@ -199,18 +198,18 @@ def _lookups(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _items(aws: Aws) -> list[dict[str, Any]]:  # noqa: F811
+def _items(aws: Aws) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = aws.dynamodb.scan(TableName=TABLE)["Items"]
     return items
 
 
-def _forget_idempotency(aws: Aws) -> None:  # noqa: F811
+def _forget_idempotency(aws: Aws) -> None:
     """As if the records had expired: only the checkpoint stands between a delivery and a rerun."""
     for item in _items(aws):
         aws.dynamodb.delete_item(TableName=TABLE, Key={"id": item["id"]})
 
 
-def _state(aws: Aws, execution_id: str) -> JobState:  # noqa: F811
+def _state(aws: Aws, execution_id: str) -> JobState:
     message = JobMessage.model_validate(
         {"job": job(), "execution_id": execution_id, "scheduled_time": SCHEDULED}
     )
@@ -218,7 +217,7 @@ def _state(aws: Aws, execution_id: str) -> JobState:  # noqa: F811
 
 
 def test_redelivered_and_stale_messages_never_run_a_step_twice(
-    aws: Aws,  # noqa: F811
+    aws: Aws,
     worker: ResearchWorker,
     llm: ScriptedLLM,
 ) -> None:
@@ -295,7 +294,7 @@ class DiesAfterCheckpoint(S3ResultStore):
 
 
 def test_a_worker_that_dies_resumes_from_its_last_checkpoint(
-    aws: Aws,  # noqa: F811
+    aws: Aws,
     worker: ResearchWorker,
     llm: ScriptedLLM,
 ) -> None:
@@ -340,7 +339,7 @@ def test_a_worker_that_dies_resumes_from_its_last_checkpoint(
     assert f"{DAY}/steady/failure.json" not in aws.stored()
 
 
-def test_concurrent_deliveries_cannot_both_extend_a_checkpoint(aws: Aws) -> None:  # noqa: F811
+def test_concurrent_deliveries_cannot_both_extend_a_checkpoint(aws: Aws) -> None:
     checkpoints = Checkpoints(S3ResultStore(BUCKET))
     message = JobMessage.model_validate(
         {"job": job(), "execution_id": "race", "scheduled_time": SCHEDULED}
