@@ -612,7 +612,7 @@ async def responses(request: Request) -> Response:
 
 
 class McpRoute:
-    """``POST /mcp``: the agent as an MCP server's ``ask`` tool (``agentloop.mcp_server``).
+    """``POST /mcp``: the agent as an MCP server's ``ask`` tool (``agentloop.faces.mcp``).
 
     An ASGI endpoint, since the MCP SDK writes the response itself; the SDK is imported at
     the first request, so start-up does not pay for it.
@@ -624,7 +624,7 @@ class McpRoute:
         who = authenticate(service, request)
         refuse_declared_oversize(request, service.limits)  # the SDK's 413 would reset urllib
         await prepare_tools(service)  # `ask` may name the MCP servers' tools too
-        from agentloop.mcp_server import PLAN_PARAMS, McpEndpoint, Seat, ToolChoice
+        from agentloop.faces.mcp import PLAN_PARAMS, McpEndpoint, Seat, ToolChoice
 
         def start(chat_request: ChatRequest) -> tuple[AsyncIterator[Event], CancelToken]:
             run = start_run(request, service, who, chat_request, PLAN_PARAMS, can_ask=False)

@@ -28,6 +28,8 @@ from agentloop.events import (
     UsageReport,
 )
 from agentloop.faces.ag_ui import AgUiStream, RunAgentInput
+from agentloop.faces.mcp import PLAN_PARAMS as MCP_PARAMS
+from agentloop.faces.mcp.tool import answer
 from agentloop.faces.openai import CompletionRequest, CompletionStream
 from agentloop.faces.options import AgentOptions, AskingAgentOptions, option_params
 from agentloop.faces.outcome import OUTCOMES, Outcome, outcome
@@ -35,8 +37,6 @@ from agentloop.faces.responses import ResponsesRequest, ResponseStream
 from agentloop.faces.stream import FaceStream
 from agentloop.faces.ui_stream import UIChatRequest, UIMessageStream
 from agentloop.limits import CancelToken
-from agentloop.mcp_server import PLAN_PARAMS as MCP_PARAMS
-from agentloop.mcp_server import answer
 from agentloop.models import AssistantMessage, PendingCall, StopReason, Usage
 
 ANSWER = "Paris is the capital of France."

@@ -37,7 +37,7 @@ from agentloop.events import (
 from agentloop.faces.outcome import Ending, outcome
 from agentloop.limits import CancelToken
 from agentloop.models import Approval
-from agentloop.sent_text import SentText
+from agentloop.faces.sent_text import SentText
 
 C = TypeVar("C")
 """What a face's hooks return: its wire chunks (a dict, or frames already encoded)."""
