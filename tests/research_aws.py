@@ -40,7 +40,7 @@ class Aws:
     queue_arn: str
 
     def read(self, key: str) -> str:
-        body = self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+        body: bytes = self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
         return body.decode()
 
     def stored(self) -> list[str]:
