@@ -35,9 +35,9 @@ from agentloop.events import (
     UsageReport,
 )
 from agentloop.faces.outcome import Ending, outcome
+from agentloop.faces.sent_text import SentText
 from agentloop.limits import CancelToken
 from agentloop.models import Approval
-from agentloop.faces.sent_text import SentText
 
 C = TypeVar("C")
 """What a face's hooks return: its wire chunks (a dict, or frames already encoded)."""
@@ -91,15 +91,15 @@ class FaceStream(Generic[C]):
 
     def translate(self, event: Event) -> list[C]:
         """The chunks for one event (the per-event path: keep it cheap)."""
+        if isinstance(event, TextDelta) and not event.depth:  # most events: first
+            text = self.sent.add(event.text)
+            if text is None:
+                return self.cut()
+            return self.on_text(text) if text else []
         if isinstance(event, UsageReport):
             return self.on_usage(event)
         if event.depth:
             return self.on_subagent(event)
-        if isinstance(event, TextDelta):
-            text = self.sent.add(event.text)
-            if text is None:
-                return self.cut()
-            return self.on_text(event, text) if text else []
         if isinstance(event, TextReset):
             self.sent.reset()
             return []
@@ -141,9 +141,9 @@ class FaceStream(Generic[C]):
         """The frames that open the stream, before any event."""
         return []
 
-    def on_text(self, event: TextDelta, text: str) -> list[C]:
-        """Top-level text to send: ``text`` is what :class:`SentText` lets through (never
-        empty), which differs from ``event.text`` after a ``text_reset``."""
+    def on_text(self, text: str) -> list[C]:
+        """Top-level text to send: what :class:`SentText` lets through of a ``text_delta``
+        (never empty; after a ``text_reset``, only what goes beyond the sent text)."""
         raise NotImplementedError
 
     def on_error(self, event: ErrorEvent) -> list[C]:

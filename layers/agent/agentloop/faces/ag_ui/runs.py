@@ -3,6 +3,7 @@ that open and close its steps, messages and tool calls; plus AG-UI's value shape
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,11 @@ class RunFrames:
             frames.append(self.tag({"type": "STEP_FINISHED", "stepName": self.step}))
             self.step = None
         return frames
+
+
+def frame(chunk: JSON) -> bytes:
+    """One AG-UI event as its SSE message."""
+    return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
 def usage_json(usage: Usage) -> JSON:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Sequence
 
 from agentloop.events import (
@@ -24,7 +23,7 @@ from agentloop.events import (
     UsageReport,
 )
 from agentloop.faces.ag_ui.request import APPROVAL_REASON, APPROVAL_SCHEMA, RunAgentInput
-from agentloop.faces.ag_ui.runs import JSON, RunFrames, usage_json, usage_list
+from agentloop.faces.ag_ui.runs import JSON, RunFrames, frame, usage_json, usage_list
 from agentloop.faces.outcome import NO_ANSWER, OUTCOMES, Ending, Outcome
 from agentloop.faces.stream import FaceStream
 from agentloop.limits import CancelToken
@@ -68,8 +67,7 @@ class AgUiStream(FaceStream[JSON]):
         self._usage: dict[str, Usage] = {}
         self._model: str | None = None
 
-    def encode(self, chunk: JSON) -> bytes:
-        return f"data: {json.dumps(chunk)}\n\n".encode()
+    encode = staticmethod(frame)  # no method call of its own per frame
 
     def on_open(self) -> list[JSON]:
         body: JSON = {
@@ -91,8 +89,8 @@ class AgUiStream(FaceStream[JSON]):
         self._usage[event.model] = self._usage.get(event.model, Usage()) + event.usage
         return []
 
-    def on_text(self, event: TextDelta, text: str) -> list[JSON]:
-        return self._run(event).text(text)
+    def on_text(self, text: str) -> list[JSON]:
+        return self._top.text(text)  # its run id came with the run's first event
 
     def on_turn(self, event: TurnStart) -> list[JSON]:
         return self._run(event).turn(event.iteration)

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from agentloop.events import Done, ErrorEvent, Event, TextDelta, ToolCallResult, ToolCallStart
+from agentloop.events import Done, ErrorEvent, Event, ToolCallResult, ToolCallStart
 from agentloop.faces.openai.errors import event_error, no_client_retry, run_error, stream_cut_error
 from agentloop.faces.openai.request import CompletionRequest
 from agentloop.faces.outcome import NO_ANSWER, Ending, Outcome, outcome
@@ -67,13 +67,6 @@ class OpenAIStream(FaceStream[bytes]):
         """End the stream with ``error`` (the face's error frames)."""
         raise NotImplementedError
 
-    def send_text(self, text: str) -> list[bytes]:
-        """Frames for text to add to the answer (the run's, or a tool line)."""
-        raise NotImplementedError
-
-    def on_text(self, event: TextDelta, text: str) -> list[bytes]:
-        return self.send_text(text)
-
     def on_error(self, event: ErrorEvent) -> list[bytes]:
         return self.fail(event_error(event))
 
@@ -94,7 +87,7 @@ class OpenAIStream(FaceStream[bytes]):
     def _tool_line(self, event: ToolCallStart | ToolCallResult) -> list[bytes]:
         if not self.show_tools:
             return []
-        return self.send_text(tool_line(event))
+        return self.on_text(tool_line(event))  # a line of the answer's text
 
 
 class CompletionStream(OpenAIStream):
@@ -139,7 +132,7 @@ class CompletionStream(OpenAIStream):
         self.ended = True
         return [f"data: {json.dumps(error.body())}\n\n".encode(), _DONE_FRAME]
 
-    def send_text(self, text: str) -> list[bytes]:
+    def on_text(self, text: str) -> list[bytes]:
         return [self._chunk({"content": text})]
 
     def on_finish(self, ending: Ending) -> list[bytes]:

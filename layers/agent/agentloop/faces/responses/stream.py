@@ -159,7 +159,7 @@ class ResponseStream(OpenAIStream):
     def _where(self) -> dict[str, Any]:
         return {"item_id": self.response.item_id, "output_index": 0, "content_index": 0}
 
-    def send_text(self, text: str) -> list[bytes]:
+    def on_text(self, text: str) -> list[bytes]:
         self._streamed.append(text)
         return [self._event("response.output_text.delta", **self._where(), delta=text, logprobs=[])]
 

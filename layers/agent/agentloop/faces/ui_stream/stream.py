@@ -11,7 +11,6 @@ from agentloop.events import (
     ModelSwitched,
     Notice,
     RunStart,
-    TextDelta,
     ToolCallResult,
     ToolCallStart,
     TurnStart,
@@ -79,8 +78,7 @@ class UIMessageStream(FaceStream[Chunk]):
             yield sent
         yield DONE_FRAME
 
-    def encode(self, chunk: Chunk) -> bytes:
-        return frame(chunk)
+    encode = staticmethod(frame)  # no method call of its own per frame
 
     def on_open(self) -> list[Chunk]:
         return [{"type": "start", "messageId": self.message_id}]
@@ -136,7 +134,7 @@ class UIMessageStream(FaceStream[Chunk]):
             return [notice(event.code, event.message)]
         return []
 
-    def on_text(self, event: TextDelta, text: str) -> list[Chunk]:
+    def on_text(self, text: str) -> list[Chunk]:
         chunks: list[Chunk] = []
         if self._text_id is None:
             if self._step_has_results:  # an answer after the results, with no turn_start
