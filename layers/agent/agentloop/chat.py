@@ -31,11 +31,12 @@ from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, TextSink
 from agentloop.llm.registry import get_model
 from agentloop.llm.resilient import ResilientModel, RetryPolicy
 from agentloop.logs import REQUEST_ID
-from agentloop.loop import AgentLoop, Emitter, RunLimits
+from agentloop.loop import AgentLoop, Emitter
 from agentloop.models import ChatRequest, RunProgress
 from agentloop.pausing import Pausing
 from agentloop.plan import PlanError, RunPlan, check_model_allowed, clamped_limits, plan_run
 from agentloop.pricing import Pricer
+from agentloop.run import RunLimits, RunSetup
 from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry
 
@@ -177,63 +178,40 @@ def _refusing_loop(request: ChatRequest, context: ChatContext, emit: Emitter) ->
     budget = context.budget or TokenBudget(
         clamped_limits(request, config)[1], final_reserve=config.final_answer_reserve
     )
-    return AgentLoop(
-        model=_NoModel(),
-        tools=ToolRegistry(),
-        config=config,
-        limits=RunLimits(
-            max_iterations=0, budget=budget, deadline=context.deadline, cancel=context.cancel
-        ),
-        emit=emit,
-        conversation=list(request.messages),
-    )
+    limits = RunLimits(0, budget, context.deadline, context.cancel)
+    setup = RunSetup(_NoModel(), ToolRegistry(), config, limits, list(request.messages))
+    return AgentLoop(setup, emit)
 
 
 def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Emitter) -> AgentLoop:
     """Build the plan's loop; ConfigurationError when the model cannot be had (no key)."""
     config = context.config
-    spec, tools, max_iterations = plan.model, plan.tools, plan.max_iterations
     pricer = Pricer(dict(config.prices))
-    budget = context.budget
     # Under a dollar budget, a fallback without a price could not be kept to it: left out.
-    dollars = plan.max_cost_usd if budget is None else budget.root.cost_limit
-    model = _model_chain(spec, context, emit, pricer if dollars is not None else None)
+    dollars = plan.max_cost_usd if context.budget is None else context.budget.root.cost_limit
+    model = _model_chain(plan.model, context, emit, pricer if dollars is not None else None)
     progress = plan.resumption.progress if plan.resumption else context.progress
+    budget = context.budget  # a nested run's: its share of the request's
     if budget is None:  # a top-level run: its own budget, shared by any nested runs
-        rates = pricer.rates(spec) if plan.max_cost_usd is not None else None
-        budget = TokenBudget(
-            plan.token_budget,
-            final_reserve=config.final_answer_reserve,
-            cost_limit=plan.max_cost_usd,
-            cost_final_reserve=rates.output * config.final_answer_reserve if rates else 0.0,
-        )
-        for depth, spent in enumerate(progress.usage_by_depth if progress else ()):
-            # A continued run goes on with what it had spent (priced at this run's model).
-            budget.charge(spent, depth, pricer.cost(spec, spent))
+        budget = _top_budget(plan, config, pricer, progress)
     emit(
         RunStart(
-            model=spec,
-            tools=tools.names,
-            max_iterations=max_iterations,
+            model=plan.model,
+            tools=plan.tools.names,
+            max_iterations=plan.max_iterations,
             token_budget=budget.limit,
             budget_remaining=budget.root.remaining,
             max_cost_usd=budget.cost_limit,
         )
     )
-    return AgentLoop(
+    setup = RunSetup(
         model=model,
-        tools=tools,
+        tools=plan.tools,
         config=config,
-        limits=RunLimits(
-            max_iterations=max_iterations,
-            budget=budget,
-            deadline=context.deadline,
-            cancel=context.cancel,
-            pricer=pricer,
-        ),
-        emit=emit,
+        limits=RunLimits(plan.max_iterations, budget, context.deadline, context.cancel, pricer),
         conversation=list(plan.resumption.conversation if plan.resumption else request.messages),
         tool_extras=context.extras,
+        run_info=_run_info(plan, context),
         sampling=plan.sampling,
         output=plan.output,
         pausing=Pausing(
@@ -243,17 +221,39 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
             signer=context.setup.signer,
             suspend_at_deadline=context.suspend_at_deadline,
         ),
-        iterations=progress.iterations if progress else 0,
-        run_info=RunInfo(
-            config=config,
-            model=spec,
-            tool_names=tuple(tools.names),
-            registry=context.tools,
-            model_factory=context.model_factory,
-            approval_tools=plan.approval_tools,
-            max_iterations=max_iterations,
-            max_output_tokens=plan.sampling.max_output_tokens if plan.sampling else None,
-        ),
+        iterations_before=progress.iterations if progress else 0,
+    )
+    return AgentLoop(setup, emit)
+
+
+def _top_budget(
+    plan: RunPlan, config: AgentConfig, pricer: Pricer, progress: RunProgress | None
+) -> TokenBudget:
+    """A top-level run's budget; a continued run goes on with what it had spent (priced at
+    this run's model)."""
+    rates = pricer.rates(plan.model) if plan.max_cost_usd is not None else None
+    budget = TokenBudget(
+        plan.token_budget,
+        final_reserve=config.final_answer_reserve,
+        cost_limit=plan.max_cost_usd,
+        cost_final_reserve=rates.output * config.final_answer_reserve if rates else 0.0,
+    )
+    for depth, spent in enumerate(progress.usage_by_depth if progress else ()):
+        budget.charge(spent, depth, pricer.cost(plan.model, spent))
+    return budget
+
+
+def _run_info(plan: RunPlan, context: ChatContext) -> RunInfo:
+    """What ``ask_llm`` reads about the run it is called from."""
+    return RunInfo(
+        config=context.config,
+        model=plan.model,
+        tool_names=tuple(plan.tools.names),
+        registry=context.tools,
+        model_factory=context.model_factory,
+        approval_tools=plan.approval_tools,
+        max_iterations=plan.max_iterations,
+        max_output_tokens=plan.sampling.max_output_tokens if plan.sampling else None,
     )
 
 

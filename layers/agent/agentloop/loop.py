@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from agentloop.answer import ShownAnswer
-from agentloop.config import AgentConfig
-from agentloop.context import CompactionSettings, compact_view
+from agentloop.context import compact_view
 from agentloop.events import (
     Done,
     ErrorCode,
@@ -34,16 +33,13 @@ from agentloop.events import (
     UsageReport,
     _Event,
 )
-from agentloop.limits import CancelToken, Deadline, TokenBudget
-from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, ProviderError
+from agentloop.llm.base import ModelCall, ModelTurn, ProviderError
 from agentloop.llm.untrusted import clean_text
 from agentloop.models import (
     AssistantMessage,
     FunctionCall,
-    Message,
     PendingCall,
     RunProgress,
-    Sampling,
     StopReason,
     SystemMessage,
     ToolCall,
@@ -51,13 +47,9 @@ from agentloop.models import (
     Usage,
     to_wire,
 )
-from agentloop.output_format import OutputFormat
-from agentloop.pausing import Pausing
-from agentloop.pricing import Pricer
-from agentloop.sources import SourceCollector
-from agentloop.tools.base import NestedRuns, RunInfo
+from agentloop.run import CallShape, RunSetup, RunState, ToolRecord
+from agentloop.tools.base import NestedRuns
 from agentloop.tools.executor import ToolExecutor, ToolScope
-from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.results import ToolResult, truncate_middle
 
 logger = logging.getLogger(__name__)
@@ -200,84 +192,34 @@ class _Cancelled(Exception):
     """The cancel token fired while a model call was streaming."""
 
 
-@dataclass
-class RunLimits:
-    max_iterations: int
-    budget: TokenBudget
-    deadline: Deadline
-    cancel: CancelToken
-    pricer: Pricer = field(default_factory=Pricer)
-    """Prices each call for ``cost_usd`` and the dollar budget (``budget.cost_limit``)."""
-
-
-@dataclass
-class _ToolRecord:
-    call: ToolCall
-    ok: bool
-    preview: str
-
-
-@dataclass
 class AgentLoop:
     """One run of the loop over a conversation. Create, then ``await run()`` once."""
 
-    model: ChatModel
-    tools: ToolRegistry
-    config: AgentConfig
-    limits: RunLimits
-    emit: Emitter
-    conversation: list[Message]
-    tool_extras: dict[str, Any] = field(default_factory=dict)
-    run_info: RunInfo | None = None
-    sampling: Sampling | None = None
-    output: OutputFormat | None = None
-    """The answer's required shape: told to the model, checked before the run ends."""
-    pausing: Pausing = field(default_factory=Pausing)
-    """Which calls wait for the client, and the paused run this one continues."""
-
-    iterations: int = 0
-    new_messages: list[Message] = field(default_factory=list)
-    _wire: list[dict[str, Any]] = field(default_factory=list)
-    _records: list[_ToolRecord] = field(default_factory=list)
-    _sources: SourceCollector = field(default_factory=SourceCollector)
-    """The pages this run and its sub-agents used, for ``done.sources``."""
-    _mend: list[dict[str, Any]] | None = None
-    """The rejected answer and why, shown to the next call only (never kept in the history);
-    an empty list once the one chance to mend an answer has been used."""
-
-    def __post_init__(self) -> None:
-        self.answer = ShownAnswer(self.emit)
+    def __init__(self, setup: RunSetup, emit: Emitter) -> None:
+        self.setup = setup
+        self.emit = emit
+        self.state = RunState.start(setup)
+        self.answer = ShownAnswer(emit)
         """What a client shows as the answer so far: ``done.text`` if the run ends now."""
-        self._compaction = CompactionSettings(
-            preview_chars=self.config.tool_preview_chars,
-            max_chars=self.config.context_max_chars,
-        )
-        prompt = self.config.system_prompt
-        if self.output is not None:
-            prompt = f"{prompt}\n\n{self.output.instruction()}"
-        system = SystemMessage(content=prompt)
-        self._call_fields: dict[str, Any] = self.sampling.wire() if self.sampling else {}
-        if self.output is not None:
-            self._call_fields["response_format"] = self.output.wire()
-        self._wire = to_wire([system, *self.conversation])
-        client_defs = self.pausing.client_definitions()
-        self._tool_defs = [*self.tools.definitions(), *client_defs] or None
-        self._tool_chars = len(json.dumps(self._tool_defs)) if self._tool_defs else 0
-        self._executor = ToolExecutor(
-            registry=self.tools,
+        self._shape = CallShape.of(setup)
+        self._executor = self._tool_executor()
+
+    def _tool_executor(self) -> ToolExecutor:
+        setup, config = self.setup, self.setup.config
+        runs = NestedRuns(setup.run_info, self._forward) if setup.run_info is not None else None
+        return ToolExecutor(
+            registry=setup.tools,
             scope=ToolScope(
                 depth=self.emit.depth,
-                deadline=self.limits.deadline,
-                budget=self.limits.budget,
-                cancel=self.limits.cancel,
-                extras=self.tool_extras,
-                result_max_chars=self.config.tool_result_max_chars,
-                runs=NestedRuns(self.run_info, self._forward)
-                if self.run_info is not None
-                else None,
+                deadline=setup.limits.deadline,
+                budget=setup.limits.budget,
+                cancel=setup.limits.cancel,
+                extras=setup.tool_extras,
+                result_max_chars=config.tool_result_max_chars,
+                runs=runs,
             ),
-            timeout_s=self.config.tool_timeout_s,
-            keep_s=max(self.config.deadline_reserve_s / 2, SEND_MARGIN_S),
+            timeout_s=config.tool_timeout_s,
+            keep_s=max(config.deadline_reserve_s / 2, SEND_MARGIN_S),
         )
 
     # -- the loop -------------------------------------------------------------------------
@@ -285,14 +227,14 @@ class AgentLoop:
     async def run(self) -> Done:
         """Run to a stop and emit ``done``; never raises (but ``CancelledError``)."""
         try:
-            if self.pausing.resumption is not None:
+            if self.setup.pausing.resumption is not None:
                 await self._resume_round()
             return await self._end(await self._iterate())
         except Exception as exc:  # the last line of defence: the stream must still end well
             logger.exception("agent loop failed")
             self.emit(ErrorEvent(code="internal", message=f"internal error: {type(exc).__name__}"))
             self._answer_open_calls("not run: an internal error stopped the run")
-            self.answer.void(self.iterations, "an internal error stopped the run")
+            self.answer.void(self.state.iterations, "an internal error stopped the run")
             return await self._end(Stopped("error", "an internal error stopped the run"))
 
     def refuse(self, code: ErrorCode, why: str) -> Done:
@@ -308,14 +250,16 @@ class AgentLoop:
             if stop is not None:
                 return stop
             view = self._view()  # built once per turn: it is compacted and measured
-            if self._mend:
-                view, self._mend = [*view, *self._mend], []
+            if self.state.mend:
+                view, self.state.mend = [*view, *self.state.mend], []
             plan = self._plan_call(view, final=False)
             if isinstance(plan, LimitReached):
                 return plan
-            self.iterations += 1
-            remaining = self.limits.budget.root.remaining
-            self.answer.restart(TurnStart(iteration=self.iterations, budget_remaining=remaining))
+            self.state.iterations += 1
+            remaining = self.setup.limits.budget.root.remaining
+            self.answer.restart(
+                TurnStart(iteration=self.state.iterations, budget_remaining=remaining)
+            )
             try:
                 turn = await self._turn_call(view, plan)
             except _Cancelled as cancelled:
@@ -335,19 +279,20 @@ class AgentLoop:
                 if ending is None:
                     continue
                 return ending
-            self.answer.void(self.iterations, "the reply was empty")  # whitespace is no answer
+            # whitespace is no answer
+            self.answer.void(self.state.iterations, "the reply was empty")
             return LimitReached("empty")
 
     def _answered(self, text: str) -> Ending | None:
         """The run's answer, unless it fails the response format: then one more turn sees
         the rejected answer and why (None), and a second failure ends the run."""
-        problem = self.output.problem(text) if self.output is not None else None
+        problem = self.setup.output.problem(text) if self.setup.output is not None else None
         if problem is None:
             return Answered(text)
-        if self._mend is None:
+        if self.state.mend is None:
             why = f"the answer did not match the response format: {problem}"
-            self.answer.void(self.iterations, why)
-            self._mend = to_wire(
+            self.answer.void(self.state.iterations, why)
+            self.state.mend = to_wire(
                 [
                     AssistantMessage(content=text),
                     SystemMessage(
@@ -375,28 +320,28 @@ class AgentLoop:
         return Stopped("error", f"the model failed: {exc.message}", partial=exc.partial_text)
 
     def _should_stop(self) -> Stopped | LimitReached | None:
-        limits = self.limits
+        limits = self.setup.limits
         if limits.cancel.cancelled:
             return Stopped("cancelled", "the run was cancelled")
-        if self.iterations >= limits.max_iterations:
+        if self.state.iterations >= limits.max_iterations:
             return LimitReached("max_iterations")
-        if limits.deadline.remaining() < self.config.deadline_reserve_s:
+        if limits.deadline.remaining() < self.setup.config.deadline_reserve_s:
             return LimitReached("deadline")
         return None
 
     def _deadline_is_near(self) -> bool:
-        return self.limits.deadline.remaining() < self.config.deadline_reserve_s + 1
+        return self.setup.limits.deadline.remaining() < self.setup.config.deadline_reserve_s + 1
 
     # -- model calls ----------------------------------------------------------------------
 
     def _prompt_chars(self, wire: list[dict[str, Any]]) -> int:
         """The prompt's size as sent: the messages and the tool definitions."""
-        return len(json.dumps(wire, ensure_ascii=False)) + self._tool_chars
+        return len(json.dumps(wire, ensure_ascii=False)) + self._shape.tool_chars
 
     def _estimated_usage(self, plan: CallPlan, output_chars: int) -> Usage:
         """A call without the provider's figures (abandoned, cut, unreported): the prompt's
         estimate and its output's, by the same calibrated ratio."""
-        output = self.limits.budget.estimate_tokens(output_chars)
+        output = self.setup.limits.budget.estimate_tokens(output_chars)
         return Usage(prompt_tokens=plan.prompt_tokens, completion_tokens=output)
 
     def _plan_call(self, wire: list[dict[str, Any]], *, final: bool) -> CallPlan | LimitReached:
@@ -405,10 +350,11 @@ class AgentLoop:
         An ordinary turn must leave the final answer its token reserve and its
         ``deadline_reserve_s`` of time; the final answer may use both.
         """
+        setup, config = self.setup, self.setup.config
         chars = self._prompt_chars(wire)
-        prompt = self.limits.budget.estimate_tokens(chars)
-        available = self.limits.budget.available(final=final)
-        max_tokens = min(self.config.max_output_tokens, available - prompt)
+        prompt = setup.limits.budget.estimate_tokens(chars)
+        available = setup.limits.budget.available(final=final)
+        max_tokens = min(config.max_output_tokens, available - prompt)
         if max_tokens < MIN_OUTPUT_TOKENS:
             return LimitReached("budget")
         affordable = self._affordable_output(prompt, final=final)
@@ -416,10 +362,10 @@ class AgentLoop:
             if affordable < MIN_OUTPUT_TOKENS:
                 return LimitReached("cost")
             max_tokens = min(max_tokens, affordable)
-        if self.sampling is not None and self.sampling.max_output_tokens is not None:
-            max_tokens = min(max_tokens, self.sampling.max_output_tokens)  # the client's cap
-        keep = SEND_MARGIN_S if final else max(self.config.deadline_reserve_s, SEND_MARGIN_S)
-        timeout = self.limits.deadline.cap(self.config.model_timeout_s, keep=keep)
+        if setup.sampling is not None and setup.sampling.max_output_tokens is not None:
+            max_tokens = min(max_tokens, setup.sampling.max_output_tokens)  # the client's cap
+        keep = SEND_MARGIN_S if final else max(config.deadline_reserve_s, SEND_MARGIN_S)
+        timeout = setup.limits.deadline.cap(config.model_timeout_s, keep=keep)
         if timeout < (MIN_FINAL_CALL_S if final else MIN_TURN_S):
             return LimitReached("deadline")
         return CallPlan(max_tokens, timeout, chars, prompt)
@@ -427,14 +373,17 @@ class AgentLoop:
     def _affordable_output(self, prompt: int, *, final: bool) -> int | None:
         """Output tokens the dollar budget leaves once the prompt estimate is priced; None
         without a dollar budget (or a price to keep it with)."""
-        dollars = self.limits.budget.cost_available(final=final)
-        rates = self.limits.pricer.rates(self.model.spec) if dollars is not None else None
+        limits = self.setup.limits
+        dollars = limits.budget.cost_available(final=final)
+        rates = limits.pricer.rates(self.setup.model.spec) if dollars is not None else None
         if dollars is None or rates is None:
             return None
         left = dollars - prompt * rates.input
         if left < 0:
             return 0
-        return self.config.max_output_tokens if rates.output <= 0 else int(left / rates.output)
+        if rates.output <= 0:
+            return self.setup.config.max_output_tokens
+        return int(left / rates.output)
 
     async def _call_model(
         self, wire: list[dict[str, Any]], tool_choice: Literal["auto", "none"], plan: CallPlan
@@ -442,15 +391,15 @@ class AgentLoop:
         """One streamed call, abandoned early on cancellation or timeout; usage charged."""
         call = ModelCall(
             messages=wire,
-            tools=self._tool_defs,
-            tool_choice=tool_choice if self._tool_defs else None,
+            tools=self._shape.tools,
+            tool_choice=tool_choice if self._shape.tools else None,
             max_tokens=plan.max_tokens,
             timeout=plan.timeout,
-            fields=self._call_fields,
+            fields=self._shape.fields,
         )
         mark = self.answer.mark()
-        task = asyncio.ensure_future(self.model.complete(call, self.answer.sink))
-        cancel_wait = asyncio.ensure_future(self.limits.cancel.wait())
+        task = asyncio.ensure_future(self.setup.model.complete(call, self.answer.sink))
+        cancel_wait = asyncio.ensure_future(self.setup.limits.cancel.wait())
         try:
             # The whole call - connecting, every retry, the last byte - ends by plan.timeout:
             # the SDK's own timeout bounds each read, not the call.
@@ -467,7 +416,7 @@ class AgentLoop:
         if task.cancelled() or not task.done():
             # Abandoned mid-stream: the provider bills what it did, so charge an estimate.
             self._charge(self._estimated_usage(plan, len(partial)))
-            if self.limits.cancel.cancelled:
+            if self.setup.limits.cancel.cancelled:
                 raise _Cancelled(partial)
             raise ProviderError("timeout", "the model did not finish in time", partial_text=partial)
         try:
@@ -486,12 +435,12 @@ class AgentLoop:
             output = len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls)
             usage = self._estimated_usage(plan, output)
         else:
-            self.limits.budget.calibrate(plan.prompt_chars, usage.prompt_tokens)
+            self.setup.limits.budget.calibrate(plan.prompt_chars, usage.prompt_tokens)
         cost = self._charge(usage)
-        root = self.limits.budget.root
+        root = self.setup.limits.budget.root
         self.emit(
             UsageReport(
-                model=self.model.spec,
+                model=self.setup.model.spec,
                 usage=usage,
                 total=root.usage,
                 budget_remaining=root.remaining,
@@ -517,14 +466,14 @@ class AgentLoop:
                     raise
                 retries += 1
                 logger.warning("retrying a turn cut after %d chars: %s", len(exc.partial_text), exc)
-                self.answer.void(self.iterations, f"{exc.message}; the turn is retried")
+                self.answer.void(self.state.iterations, f"{exc.message}; the turn is retried")
                 plan = again
 
     def _view(self) -> list[dict[str, Any]]:
         """What the model is sent: the compacted view of the history, or all of it."""
-        if not self.config.compaction:
-            return self._wire
-        return compact_view(self._wire, self._compaction)
+        if not self.setup.config.compaction:
+            return self.state.wire
+        return compact_view(self.state.wire, self.state.compaction)
 
     async def _call_with_compaction(
         self, view: list[dict[str, Any]], tool_choice: Literal["auto", "none"], plan: CallPlan
@@ -536,15 +485,15 @@ class AgentLoop:
         except ProviderError as exc:
             if exc.kind != "context_length" or exc.partial_text:
                 raise
-            harder = self._compaction.harder()
+            harder = self.state.compaction.harder()
             logger.warning("context too long; retrying with %s", harder)
             self.emit(
                 Notice(code="context_compacted", message="The conversation was shortened to fit.")
             )
-            self._compaction = harder
-            shorter = compact_view(self._wire, harder)
+            self.state.compaction = harder
+            shorter = compact_view(self.state.wire, harder)
             chars = self._prompt_chars(shorter)
-            tokens = self.limits.budget.estimate_tokens(chars)
+            tokens = self.setup.limits.budget.estimate_tokens(chars)
             plan = dataclasses.replace(plan, prompt_chars=chars, prompt_tokens=tokens)
             return await self._call_model(shorter, tool_choice, plan)
 
@@ -556,30 +505,30 @@ class AgentLoop:
         """
         generation = exc.failed_generation or ""
         call = ToolCall(
-            id=f"call_invalid_{self.iterations}",
+            id=f"call_invalid_{self.state.iterations}",
             function=FunctionCall(name="invalid_tool_call", arguments=json.dumps(generation)),
         )
-        self._append(AssistantMessage(content=None, tool_calls=[call]))
+        self.state.append(AssistantMessage(content=None, tool_calls=[call]))
         result = ToolResult.failure(
             f"your last tool call could not be parsed by the provider: {exc.message}",
             hint="call the tool again with arguments that are one valid JSON object matching "
             "its schema",
         )
-        content = result.render(self.config.tool_result_max_chars)
+        content = result.render(self.setup.config.tool_result_max_chars)
         self.emit(ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments))
         self.answer.restart(
             ToolCallResult(
                 call_id=call.id, name=call.name, ok=False, duration_ms=0.0, content=content
             )
         )
-        self._records.append(_ToolRecord(call, False, content))
-        self._append(ToolMessage(tool_call_id=call.id, content=content))
+        self.state.records.append(ToolRecord(call, False, content))
+        self.state.append(ToolMessage(tool_call_id=call.id, content=content))
 
     def _charge(self, usage: Usage) -> float | None:
         """Charge a call's usage and its price to the budget; the price (None: unknown)."""
-        spec = self.model.spec
-        cost = self.limits.pricer.cost(spec, usage)
-        root = self.limits.budget.root
+        spec = self.setup.model.spec
+        cost = self.setup.limits.pricer.cost(spec, usage)
+        root = self.setup.limits.budget.root
         if cost is None and not root.unpriced_noticed:
             root.unpriced_noticed = True
             self.emit(
@@ -588,14 +537,14 @@ class AgentLoop:
                     message=f"No price is known for {spec}: this request's cost is unknown.",
                 )
             )
-        self.limits.budget.charge(usage, depth=self.emit.depth, cost=cost)
+        self.setup.limits.budget.charge(usage, depth=self.emit.depth, cost=cost)
         return cost
 
     # -- tools ----------------------------------------------------------------------------
 
     def _forward(self, event: _Event) -> None:
         """Pass on a sub-agent's event; its sources are this run's too."""
-        self._sources.see(event)
+        self.state.sources.see(event)
         self.emit.forward(event)
 
     async def _tool_round(self, turn: ModelTurn) -> Paused | None:
@@ -603,13 +552,13 @@ class AgentLoop:
 
         Calls that wait for the client (approval, the client's own tools) do not run: the
         others do, and the run pauses after the round."""
-        self._append(AssistantMessage(content=turn.text or None, tool_calls=turn.tool_calls))
+        self.state.append(AssistantMessage(content=turn.text or None, tool_calls=turn.tool_calls))
         calls = turn.tool_calls
-        round_ = self.pausing.sort(calls, turn.call_problems, self.emit.depth)
+        round_ = self.setup.pausing.sort(calls, turn.call_problems, self.emit.depth)
         refusals = {call_id: self._executor.refuse(why) for call_id, why in round_.refused.items()}
         contents = await self._run_calls(round_.runnable, refusals, [c.name for c in calls])
         for call, content in zip(round_.runnable, contents, strict=True):
-            self._append(ToolMessage(tool_call_id=call.id, content=content))
+            self.state.append(ToolMessage(tool_call_id=call.id, content=content))
         if not round_.waiting:
             return None
         for request in round_.approval_requests():
@@ -621,17 +570,17 @@ class AgentLoop:
     ) -> list[str]:
         """Run ``calls`` concurrently (bounded), with their events; their results, in order.
         A call in ``answered`` is not run: that is its result (a refusal, a denial)."""
-        gate = asyncio.Semaphore(self.config.tool_concurrency)
+        gate = asyncio.Semaphore(self.setup.config.tool_concurrency)
 
         async def run_one(call: ToolCall) -> str:
             async with gate:
                 start = ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments)
-                self._sources.see(self.emit(start))
+                self.state.sources.see(self.emit(start))
                 started = time.perf_counter()
                 result = answered.get(call.id)
                 if result is None:
                     result = await self._executor.execute(call, names.count(call.name))
-                content = clean_text(result.render(self.config.tool_result_max_chars))
+                content = clean_text(result.render(self.setup.config.tool_result_max_chars))
                 finished = self.answer.restart(
                     ToolCallResult(
                         call_id=call.id,
@@ -641,8 +590,8 @@ class AgentLoop:
                         content=content,
                     )
                 )
-                self._sources.see(finished)
-                self._records.append(_ToolRecord(call, result.ok, content))
+                self.state.sources.see(finished)
+                self.state.records.append(ToolRecord(call, result.ok, content))
                 return content
 
         return list(await asyncio.gather(*(run_one(call) for call in calls)))
@@ -650,10 +599,10 @@ class AgentLoop:
     async def _resume_round(self) -> None:
         """A continued run's first step: the approved calls run, the denied ones are answered
         with the reason."""
-        calls, denials = self.pausing.resumed_calls()
+        calls, denials = self.setup.pausing.resumed_calls()
         contents = await self._run_calls(calls, denials, [c.name for c in calls])
         for call, content in zip(calls, contents, strict=True):
-            self._append(ToolMessage(tool_call_id=call.id, content=content))
+            self.state.append(ToolMessage(tool_call_id=call.id, content=content))
 
     # -- ending ---------------------------------------------------------------------------
 
@@ -662,9 +611,10 @@ class AgentLoop:
         if (
             isinstance(ending, LimitReached)
             and ending.limit == "deadline"
-            and self.pausing.suspend_at_deadline
+            and self.setup.pausing.suspend_at_deadline
         ):
-            self.answer.void(self.iterations, "the run is suspended until its next invocation")
+            why = "the run is suspended until its next invocation"
+            self.answer.void(self.state.iterations, why)
             ending = Paused("suspended")
         if isinstance(ending, Paused):
             return self._pause(ending)
@@ -676,7 +626,7 @@ class AgentLoop:
             return self._close(ending.stop, unsent=self._summary(ending.why))
         await self._limit_answer(ending)
         answer = self.answer.text
-        problem = self.output.problem(answer) if self.output is not None else None
+        problem = self.setup.output.problem(answer) if self.setup.output is not None else None
         if problem is not None:
             return await self._end(self._invalid_output(problem, answer))
         return self._close(_LIMITS[ending.limit].stop)
@@ -687,17 +637,18 @@ class AgentLoop:
         texts = _LIMITS[ending.limit]
         if not (ending.streamed or await self._forced_answer(texts.instruction)):
             self.answer.add(self._summary(texts.instruction.lower().rstrip(".")))
+        limits = self.setup.limits
         notice = texts.notice.format(
-            n=self.limits.max_iterations, usd=f"{self.limits.budget.root.cost_limit or 0:.4g}"
+            n=limits.max_iterations, usd=f"{limits.budget.root.cost_limit or 0:.4g}"
         )
         if notice:
             self.emit(Notice(code=ending.limit, message=notice))
             # "send a message" speaks to a person, not to a parent agent or a JSON parser
-            if self.emit.depth == 0 and self.output is None:
+            if self.emit.depth == 0 and self.setup.output is None:
                 self.answer.add(f"\n\n{notice}")
 
     async def _forced_answer(self, instruction: str) -> str | None:
-        if self.limits.cancel.cancelled:
+        if self.setup.limits.cancel.cancelled:
             return None
         message = SystemMessage(
             content=f"{instruction} Do not call tools. Answer the user now from "
@@ -716,16 +667,16 @@ class AgentLoop:
             return exc.partial_text or None
         if turn.text.strip():
             return turn.text
-        self.answer.void(self.iterations, "the final answer was empty")
+        self.answer.void(self.state.iterations, "the final answer was empty")
         return None
 
     def _summary(self, why: str) -> str:
         lines = [f"I could not finish the answer: {why}."]
-        if not self._records:
+        if not self.state.records:
             lines.append("No tool results were gathered.")
         else:
             lines.append("What the tools returned:")
-            for record in self._records:
+            for record in self.state.records:
                 status = "ok" if record.ok else "failed"
                 args = truncate_middle(record.call.arguments, 120)
                 lines.append(
@@ -736,29 +687,24 @@ class AgentLoop:
     def _answer_open_calls(self, error: str) -> None:
         """Give every tool call still without a result an error result, so the history the
         run returns stays valid for a follow-up request."""
-        answered = {m.tool_call_id for m in self.new_messages if isinstance(m, ToolMessage)}
-        for message in self.new_messages:
+        added = self.state.added
+        answered = {m.tool_call_id for m in added if isinstance(m, ToolMessage)}
+        content = ToolResult.failure(error).render(self.setup.config.tool_result_max_chars)
+        for message in added:  # what is appended here is no assistant message
             if isinstance(message, AssistantMessage):
                 for call in message.tool_calls or ():
                     if call.id not in answered:
-                        content = ToolResult.failure(error).render(
-                            self.config.tool_result_max_chars
-                        )
-                        self._append(ToolMessage(tool_call_id=call.id, content=content))
-
-    def _append(self, message: Message) -> None:
-        self.new_messages.append(message)
-        self._wire.extend(to_wire([message]))
+                        self.state.append(ToolMessage(tool_call_id=call.id, content=content))
 
     def _pause(self, paused: Paused) -> Done:
         """End a run that will be continued: no answer, and (for calls that wait for the
         client) the signed token the client sends back with its decisions or results."""
         resume = None
         if paused.pending:
-            spent = list(self.limits.budget.root.usage_by_depth)
-            progress = RunProgress(iterations=self.iterations, usage_by_depth=spent)
-            resume = self.pausing.token(
-                self.conversation, self.new_messages, paused.pending, progress
+            spent = list(self.setup.limits.budget.root.usage_by_depth)
+            progress = RunProgress(iterations=self.state.iterations, usage_by_depth=spent)
+            resume = self.setup.pausing.token(
+                self.setup.conversation, self.state.added, paused.pending, progress
             )
         return self._done(paused.stop, self.answer.text, pending=paused.pending, resume=resume)
 
@@ -768,26 +714,26 @@ class AgentLoop:
         if unsent:
             self.answer.add(unsent)
         text = self.answer.text
-        self._append(AssistantMessage(content=text))
+        self.state.append(AssistantMessage(content=text))
         return self._done(stop, text)
 
     def _done(self, stop: StopReason, text: str, **pause: Any) -> Done:
         """The only place a ``Done`` is built: every run's last event reports its budget and
         messages the same way (``pause``: a paused run's ``pending`` and ``resume``)."""
-        budget = self.limits.budget
+        budget = self.setup.limits.budget
         top = budget.parent is None
         return self.emit(
             Done(
                 text=text,
                 stop_reason=stop,
-                iterations=self.iterations,
+                iterations=self.state.iterations,
                 usage=budget.usage,
                 usage_by_depth=list(budget.usage_by_depth) if top else [],
                 budget_remaining=budget.root.remaining,
                 cost_usd=budget.cost_usd,
                 cost_by_depth=list(budget.cost_by_depth) if top else [],
-                messages=list(self.new_messages),
-                sources=self._sources.sources(),
+                messages=list(self.state.added),
+                sources=self.state.sources.sources(),
                 **pause,
             )
         )
