@@ -23,7 +23,7 @@ from agentloop.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from agentloop.faces.options import option_params
+from agentloop.faces.options import ToolNames, option_params
 from agentloop.faces.outcome import Outcome, outcome
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
 
@@ -55,6 +55,7 @@ class ToolChoice:
 
 class AskArgs(BaseModel):
     # ``ask``'s arguments; the tool's input schema comes from this model (see _schema_for_models).
+    # Its options are the agent's own (faces.options) with descriptions for the calling model.
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(
@@ -62,7 +63,7 @@ class AskArgs(BaseModel):
         description="The question or task, in plain language, with all the context the agent "
         "needs: it sees only this text, not your conversation, and cannot ask you anything back.",
     )
-    tools: list[str] | None = Field(
+    tools: ToolNames = Field(
         default=None,
         description="Names of the tools the agent may use. Omit to let it use its default set; "
         "pass [] to have it answer from the model's own knowledge, without tools.",
