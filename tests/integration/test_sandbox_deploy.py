@@ -32,9 +32,10 @@ from agentloop.sandbox import SandboxLimits
 from agentloop.sandbox.backends import LambdaBackend, lambda_tenant_id
 from agentloop.sandbox.runner import SandboxError
 from agentloop.sandbox.settings import SandboxSettings
+from agentloop.server.identity import allow_anyone
 from agentloop.tools.execute_code import execute_code_tool
 from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService, _allow_anyone, create_app
+from chat_app import ChatService, create_app
 from tests.cloudformation import load_template
 from tests.fakes.lambda_api import SANDBOX_FUNCTION, TENANT_MISMATCH, FakeLambda
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
@@ -87,7 +88,7 @@ def chat_service(api: FakeLambda, mode: str, tokens: tuple[str, ...] = ()) -> Ch
     return ChatService(
         config=TEST_CONFIG,
         tools=ToolRegistry([execute_code_tool(per_tenant_settings(api))]),
-        authenticate=BearerAuth(lambda: hashes).check if mode == "bearer" else _allow_anyone,
+        authenticate=BearerAuth(lambda: hashes).check if mode == "bearer" else allow_anyone,
         auth_mode=mode,  # type: ignore[arg-type]
     )
 

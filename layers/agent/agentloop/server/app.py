@@ -1,0 +1,69 @@
+"""The app around the routes: its middleware (host check first, then CORS where configured)
+and its lifespan (the service from the environment, unless one was given; MCP sessions ended
+at shutdown)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+
+from agentloop.app_settings import AppSettings, configure_logging
+from agentloop.config import ConfigurationError
+from agentloop.host_check import HostCheckMiddleware, describe_hosts
+from agentloop.server.service import service_from_env
+
+logger = logging.getLogger("agentloop.chat_app")
+
+Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
+
+
+def middleware(
+    settings: AppSettings, cors_origins: Sequence[str] | None = None
+) -> list[Middleware]:
+    """The host check (where on: off on Lambda unless AGENTLOOP_ALLOWED_HOSTS is set) first, so
+    a refused request reaches nothing else; then CORS for ``cors_origins`` (default: the
+    settings'), which on AWS the Function URL answers itself."""
+    allowed_hosts = settings.host_check()
+    origins = settings.cors_origins if cors_origins is None else cors_origins
+    stack = []
+    if allowed_hosts is not None:
+        stack.append(Middleware(HostCheckMiddleware, allowed=allowed_hosts))
+    if origins:
+        stack.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(origins),
+                allow_methods=["GET", "POST"],
+                # mcp-protocol-version: browser MCP clients on another origin (POST /mcp)
+                allow_headers=["authorization", "content-type", "mcp-protocol-version"],
+            )
+        )
+    return stack
+
+
+def lifespan(settings: AppSettings) -> Lifespan:
+    """Start-up builds the service from the environment where the app was given none (a bad
+    value stops the app, its variable named); shutdown ends the MCP sessions."""
+
+    @asynccontextmanager
+    async def span(app: Starlette) -> AsyncIterator[None]:
+        if getattr(app.state, "service", None) is None:
+            configure_logging(settings)
+            try:
+                app.state.service = service_from_env(settings)
+            except ConfigurationError as exc:
+                logger.error("configuration error: %s", exc)
+                raise
+        logger.info(describe_hosts(settings.host_check()))
+        yield
+        if app.state.service.mcp_tools is not None:  # end the MCP sessions (DELETE)
+            await app.state.service.mcp_tools.close()
+        if getattr(app.state, "mcp", None) is not None:  # started by the first /mcp request
+            await app.state.mcp.close()
+
+    return span

@@ -1,0 +1,62 @@
+"""The routes that are no protocol face: readiness, the model and tool lists, the chat page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from agentloop.server.identity import authenticate
+from agentloop.server.runs import prepare_tools
+from agentloop.server.service import service_of
+
+# The page runs only its own script and styles; connect-src stays open because the endpoint
+# setting may point at another origin (a deployed Function URL).
+PAGE_HEADERS = {
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; connect-src *; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'",
+    "referrer-policy": "no-referrer",
+    "x-content-type-options": "nosniff",
+    "cache-control": "no-cache",
+}
+
+
+async def healthz(request: Request) -> Response:
+    """Readiness for Lambda Web Adapter, and which sandbox mode ``execute_code`` is in."""
+    return JSONResponse({"status": "ok", "execute_code": service_of(request).execute_code})
+
+
+async def list_models(request: Request) -> Response:
+    """``GET /v1/models``: what OpenAI-style chat UIs offer in their model picker: the default,
+    then the allowed models whose provider has a key."""
+    service = service_of(request)
+    authenticate(service, request)
+    names = service.models or (service.config.default_model,)
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": name.split(":", 1)[0]}
+        for name in names
+    ]
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def list_tools(request: Request) -> Response:
+    """``GET /tools``: the tools a request may name (the chat page's settings list them)."""
+    service = service_of(request)
+    authenticate(service, request)
+    await prepare_tools(service)
+    tools = [{"name": t.name, "opt_in": t.opt_in} for t in service.tools]
+    mcp = service.mcp_tools.describe() if service.mcp_tools is not None else []
+    return JSONResponse({"tools": tools, "mcp_servers": mcp})
+
+
+class Page:
+    """``GET /``: the chat page (static; it asks for the token itself), under its CSP."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await FileResponse(self.path, headers=PAGE_HEADERS)(scope, receive, send)

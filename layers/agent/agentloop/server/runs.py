@@ -1,0 +1,116 @@
+"""The seam every face uses: read the request (who, the bounded JSON body, the message
+limits), plan and start its run, and stream the face's frames of it back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from agentloop.chat import ChatContext, handle_chat
+from agentloop.events import Event
+from agentloop.http_api import (
+    HttpError,
+    InvocationInfo,
+    check_message_limits,
+    invocation_info,
+    plan_request,
+    read_json,
+)
+from agentloop.logs import REQUEST_ID
+from agentloop.models import ChatRequest
+from agentloop.plan import RunPlan
+from agentloop.server.body import read_body
+from agentloop.server.identity import authenticate, caller_id
+from agentloop.server.metrics import observed
+from agentloop.server.service import ChatService
+from agentloop.server.streaming import STREAM_HEADERS, EventStreamResponse
+from agentloop.sse import heartbeat
+
+
+@dataclass
+class StartedRun:
+    """A planned run whose events are ready to be translated by a face."""
+
+    plan: RunPlan
+    context: ChatContext
+    info: InvocationInfo
+    events: AsyncIterator[Event]
+
+    def stream_headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {**STREAM_HEADERS, "x-request-id": self.info.request_id, **(extra or {})}
+
+
+async def read_request_json(
+    request: Request, service: ChatService, messages_key: str = "messages"
+) -> tuple[Any, str | None]:
+    """Every face's first steps: who is asking (401), the bounded body (408, 413) as JSON
+    (400), and the message limits on ``raw[messages_key]`` (413)."""
+    who = authenticate(service, request)
+    await prepare_tools(service)
+    body = await read_body(request, service.limits)
+    raw = read_json(body, request.headers.get("content-type"), service.limits)
+    check_message_limits(raw, service.limits, messages_key)
+    return raw, who
+
+
+async def prepare_tools(service: ChatService) -> None:
+    """Before a request is planned: the MCP servers' tool lists, fetched at first use (a few
+    seconds at most; a server down then has no tools yet and is tried again later)."""
+    if service.mcp_tools is not None:
+        await service.mcp_tools.ensure_loaded()
+
+
+def start_run(
+    request: Request,
+    service: ChatService,
+    who: str | None,
+    chat_request: ChatRequest,
+    params: Mapping[str, str] | None = None,
+    *,
+    can_ask: bool = True,
+) -> StartedRun:
+    """Plan ``chat_request`` (422) and start its run; every face runs the agent this way.
+
+    ``params`` names the request fields a plan refusal is about (``model``, ``tools``,
+    ``response_format``) where the face's protocol carries them. A face that cannot ask a
+    person for approval says so (``can_ask``): it is not offered the tools that need one."""
+    try:
+        plan = plan_request(
+            chat_request, service.config, service.tools, service.setup.signer, can_ask=can_ask
+        )
+    except HttpError as exc:
+        if params is not None and exc.param is not None:
+            exc.param = params.get(exc.param, exc.param)
+        raise
+    info = invocation_info(request.headers)
+    REQUEST_ID.set(info.request_id)
+    context = _context(service, info, caller_id(service, who, request))
+    events = observed(handle_chat(chat_request, context, plan), service, info)
+    return StartedRun(plan, context, info, events)
+
+
+def _context(service: ChatService, info: InvocationInfo, caller: str) -> ChatContext:
+    # Imported here: only a run needs it, and the sandbox package is not small.
+    from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
+
+    return ChatContext(
+        setup=service.setup,
+        deadline=info.deadline,
+        request_id=info.request_id,
+        extras={SANDBOX_TENANT_KEY: caller},
+    )
+
+
+def stream_response(
+    run: StartedRun,
+    frames: AsyncIterator[bytes],
+    service: ChatService,
+    headers: dict[str, str] | None = None,
+) -> EventStreamResponse:
+    """A face's frames as a streamed answer: heartbeats, disconnect cancels the run."""
+    return EventStreamResponse(
+        heartbeat(frames, service.heartbeat_s), run.context.cancel, run.stream_headers(headers)
+    )

@@ -1,0 +1,101 @@
+"""The service every route shares, built once per process (per Lambda container): the agent's
+configuration, its tools, how callers are checked, the request limits and the run hooks."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+
+from agentloop.app_settings import AppSettings
+from agentloop.auth import AuthMode, bearer_auth_from_env
+from agentloop.chat import AgentSetup
+from agentloop.config import AgentConfig
+from agentloop.defaults import default_registry, mcp_tools_from_env
+from agentloop.events import Done
+from agentloop.http_api import InvocationInfo, RequestLimits
+from agentloop.llm.registry import describe_models, listed_models, providers_with_keys
+from agentloop.secret_store import load_provider_keys, read_secret
+from agentloop.server.identity import Authenticate, allow_anyone
+from agentloop.tools.execute_code import execute_code_mode
+from agentloop.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from agentloop.mcp.client import McpTools
+
+logger = logging.getLogger("agentloop.chat_app")
+
+
+@dataclass
+class ChatService:
+    """Everything a request handler needs; built once per process (per Lambda container)."""
+
+    config: AgentConfig
+    tools: ToolRegistry
+    authenticate: Authenticate
+    auth_mode: AuthMode
+    limits: RequestLimits = field(default_factory=RequestLimits)
+    heartbeat_s: float = 10.0
+    execute_code: str = "not configured"
+    """Where execute_code runs and how it is isolated, or why it is off (see /healthz)."""
+    metrics_namespace: str | None = None
+    """Where each run's EMF metrics go; None: none are written (AGENTLOOP_METRICS)."""
+    on_finish: list[Callable[[Done, InvocationInfo], None]] = field(default_factory=list)
+    mcp_tools: McpTools | None = None
+    """The MCP servers whose tools join ``tools`` when first listed (AGENTLOOP_MCP_SERVERS)."""
+    models: tuple[str, ...] = ()
+    """What ``GET /v1/models`` offers, the default first, decided at start-up from the keys
+    set (``registry.listed_models``); empty: the default model alone."""
+
+    @functools.cached_property
+    def setup(self) -> AgentSetup:
+        """What every request's context shares (the same object for the life of the app)."""
+        return AgentSetup(config=self.config, tools=self.tools)
+
+
+def service_from_env(settings: AppSettings | None = None) -> ChatService:
+    """The service as configured by ``AGENTLOOP_*`` variables (and the secret, in AWS)."""
+    settings = settings or AppSettings.from_env()
+    secret: dict[str, Any] = {}
+    if settings.secret_id:
+        secret = read_secret(settings.secret_id)
+        names = load_provider_keys(secret)
+        logger.info("provider keys loaded from the secret", extra={"keys": names})
+    if settings.metrics:
+        # Import now, in Lambda's init phase, not while the first request's done is pending.
+        import aws_lambda_powertools.metrics  # noqa: F401
+    mode = settings.auth_mode
+    authenticate: Authenticate = allow_anyone
+    if mode == "bearer":
+        authenticate = bearer_auth_from_env(settings.auth_environ()).check
+    elif mode == "none":
+        logger.warning("AGENTLOOP_AUTH_MODE=none: anyone who can reach this URL can use it")
+    tools = default_registry()
+    mcp_tools = mcp_tools_from_env(tools, secret)
+    execute_code = execute_code_mode() if "execute_code" in tools.names else "off"
+    logger.info("execute_code: %s", execute_code)
+    config = AgentConfig.from_env()  # after the secret's keys: they choose the default model
+    logger.log(*describe_models(config.default_model))
+    return ChatService(
+        config=config,
+        tools=tools,
+        authenticate=authenticate,
+        auth_mode=mode,
+        limits=settings.limits,
+        execute_code=execute_code,
+        metrics_namespace=settings.metrics_namespace if settings.metrics else None,
+        mcp_tools=mcp_tools,
+        models=tuple(
+            listed_models(config.default_model, config.allowed_models, providers_with_keys())
+        ),
+    )
+
+
+def service_of(request: Request) -> ChatService:
+    """The app's service (``create_app``'s, or the one its lifespan built)."""
+    service: ChatService = request.app.state.service
+    return service
