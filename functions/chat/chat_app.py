@@ -15,7 +15,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
 from agentloop.app_settings import AppSettings
@@ -28,7 +27,7 @@ from agentloop.server.app import lifespan, middleware
 from agentloop.server.body import refuse_declared_oversize
 from agentloop.server.errors import EXCEPTION_HANDLERS, with_error_policy
 from agentloop.server.identity import authenticate
-from agentloop.server.routes import Page, healthz, list_models, list_tools
+from agentloop.server.routes import Page, PageFiles, healthz, list_models, list_tools
 from agentloop.server.runs import prepare_tools, read_request_json, start_run, stream_response
 from agentloop.server.service import ChatService, service_from_env, service_of
 from agentloop.server.streaming import cancel_on_disconnect
@@ -179,7 +178,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/tools", list_tools, methods=["GET"]),
         Route("/", Page(STATIC_DIR / "index.html"), methods=["GET"]),
-        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+        Mount("/static", PageFiles(directory=STATIC_DIR), name="static"),
     ]
 
 

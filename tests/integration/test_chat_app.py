@@ -261,6 +261,22 @@ def test_health_models_and_unknown_routes(client: TestClient) -> None:
     assert wrong_method.status_code == 405
 
 
+@pytest.mark.parametrize("path", ["/static/app.js", "/static/markdown.js", "/static/style.css"])
+def test_the_pages_files_are_checked_again_on_every_use(client: TestClient, path: str) -> None:
+    """The page is ES modules: after a deploy a browser must not run a cached old module next
+    to a new one, so each is revalidated (no-cache), which its ETag keeps to a 304."""
+    first = client.get(path)
+    assert first.status_code == 200
+    assert first.headers["cache-control"] == "no-cache"
+    again = client.get(path, headers={"if-none-match": first.headers["etag"]})
+    assert again.status_code == 304
+    assert again.headers["cache-control"] == "no-cache"
+    assert again.content == b""
+    page = client.get("/")
+    assert page.headers["cache-control"] == "no-cache"
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+
+
 def test_deadline_header_is_honoured(llm: ScriptedLLM) -> None:
     config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 3.0})
     llm.script(Reply(tool_calls=[call("until_deadline", margin_s=2.9)]))

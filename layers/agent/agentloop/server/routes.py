@@ -1,11 +1,14 @@
-"""The routes that are no protocol face: readiness, the model and tool lists, the chat page."""
+"""The routes that are no protocol face: readiness, the model and tool lists, and the chat
+page with its modules."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
 from agentloop.server.identity import authenticate
@@ -60,3 +63,22 @@ class Page:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await FileResponse(self.path, headers=PAGE_HEADERS)(scope, receive, send)
+
+
+class PageFiles(StaticFiles):
+    """The page's modules and styles, each checked again on every use (``no-cache``).
+
+    The page is a set of ES modules: after a deploy a browser must not run a cached old
+    module next to a new one. The check costs a 304 where nothing changed (the ETag).
+    """
+
+    def file_response(
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        response.headers["cache-control"] = "no-cache"
+        return response
