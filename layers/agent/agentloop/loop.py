@@ -10,8 +10,6 @@ tool results is the answer.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import json
 import logging
 import time
@@ -30,11 +28,11 @@ from agentloop.events import (
     ToolCallResult,
     ToolCallStart,
     TurnStart,
-    UsageReport,
     _Event,
 )
-from agentloop.llm.base import ModelCall, ModelTurn, ProviderError
+from agentloop.llm.base import ModelTurn, ProviderError
 from agentloop.llm.untrusted import clean_text
+from agentloop.model_calls import SEND_MARGIN_S, CallCancelled, CallPlan, ModelCalls
 from agentloop.models import (
     AssistantMessage,
     FunctionCall,
@@ -44,10 +42,9 @@ from agentloop.models import (
     SystemMessage,
     ToolCall,
     ToolMessage,
-    Usage,
     to_wire,
 )
-from agentloop.run import CallShape, RunSetup, RunState, ToolRecord
+from agentloop.run import RunSetup, RunState, ToolRecord
 from agentloop.tools.base import NestedRuns
 from agentloop.tools.executor import ToolExecutor, ToolScope
 from agentloop.tools.results import ToolResult, truncate_middle
@@ -55,18 +52,6 @@ from agentloop.tools.results import ToolResult, truncate_middle
 logger = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=_Event)
-
-MIN_OUTPUT_TOKENS = 32
-"""A call that cannot afford this many output tokens is not worth making."""
-
-MIN_TURN_S = 1.0
-"""A turn with less time than this before the deadline's reserve is not started."""
-MIN_FINAL_CALL_S = 0.5
-SEND_MARGIN_S = 0.25
-"""Every model call and tool call ends at least this long before the deadline, whatever the
-configured reserve: time to abandon the call, write the answer and send ``done`` (measured:
-the worst case from abandoning a call to ``done`` reaching a client is in docs/architecture.md,
-"Deadlines")."""
 
 CUT_RETRIES = 2
 """How often a turn whose stream was cut after some text is retried (with ``text_reset``)."""
@@ -149,17 +134,6 @@ Ending = Answered | Stopped | LimitReached | Paused
 """One typed outcome per way a run ends; :meth:`AgentLoop._end` turns it into ``done``."""
 
 
-@dataclass(frozen=True)
-class CallPlan:
-    """What the next model call may spend (an output-token cap and a time limit), and the
-    size of its prompt, measured once: characters and the estimate of their tokens."""
-
-    max_tokens: int
-    timeout: float
-    prompt_chars: int
-    prompt_tokens: int
-
-
 class Emitter:
     """Stamps events with the run's identity and hands them to the stream."""
 
@@ -188,10 +162,6 @@ class Emitter:
         self._sink(event)
 
 
-class _Cancelled(Exception):
-    """The cancel token fired while a model call was streaming."""
-
-
 class AgentLoop:
     """One run of the loop over a conversation. Create, then ``await run()`` once."""
 
@@ -201,7 +171,7 @@ class AgentLoop:
         self.state = RunState.start(setup)
         self.answer = ShownAnswer(emit)
         """What a client shows as the answer so far: ``done.text`` if the run ends now."""
-        self._shape = CallShape.of(setup)
+        self._calls = ModelCalls(setup, emit, emit.depth, self.answer)
         self._executor = self._tool_executor()
 
     def _tool_executor(self) -> ToolExecutor:
@@ -262,7 +232,7 @@ class AgentLoop:
             )
             try:
                 turn = await self._turn_call(view, plan)
-            except _Cancelled as cancelled:
+            except CallCancelled as cancelled:
                 return Stopped("cancelled", "the run was cancelled", partial=str(cancelled))
             except ProviderError as exc:
                 ending = self._after_model_failure(exc)
@@ -334,121 +304,10 @@ class AgentLoop:
 
     # -- model calls ----------------------------------------------------------------------
 
-    def _prompt_chars(self, wire: list[dict[str, Any]]) -> int:
-        """The prompt's size as sent: the messages and the tool definitions."""
-        return len(json.dumps(wire, ensure_ascii=False)) + self._shape.tool_chars
-
-    def _estimated_usage(self, plan: CallPlan, output_chars: int) -> Usage:
-        """A call without the provider's figures (abandoned, cut, unreported): the prompt's
-        estimate and its output's, by the same calibrated ratio."""
-        output = self.setup.limits.budget.estimate_tokens(output_chars)
-        return Usage(prompt_tokens=plan.prompt_tokens, completion_tokens=output)
-
     def _plan_call(self, wire: list[dict[str, Any]], *, final: bool) -> CallPlan | LimitReached:
-        """Output-token cap and timeout for the next call, or the limit that forbids it.
-
-        An ordinary turn must leave the final answer its token reserve and its
-        ``deadline_reserve_s`` of time; the final answer may use both.
-        """
-        setup, config = self.setup, self.setup.config
-        chars = self._prompt_chars(wire)
-        prompt = setup.limits.budget.estimate_tokens(chars)
-        available = setup.limits.budget.available(final=final)
-        max_tokens = min(config.max_output_tokens, available - prompt)
-        if max_tokens < MIN_OUTPUT_TOKENS:
-            return LimitReached("budget")
-        affordable = self._affordable_output(prompt, final=final)
-        if affordable is not None:
-            if affordable < MIN_OUTPUT_TOKENS:
-                return LimitReached("cost")
-            max_tokens = min(max_tokens, affordable)
-        if setup.sampling is not None and setup.sampling.max_output_tokens is not None:
-            max_tokens = min(max_tokens, setup.sampling.max_output_tokens)  # the client's cap
-        keep = SEND_MARGIN_S if final else max(config.deadline_reserve_s, SEND_MARGIN_S)
-        timeout = setup.limits.deadline.cap(config.model_timeout_s, keep=keep)
-        if timeout < (MIN_FINAL_CALL_S if final else MIN_TURN_S):
-            return LimitReached("deadline")
-        return CallPlan(max_tokens, timeout, chars, prompt)
-
-    def _affordable_output(self, prompt: int, *, final: bool) -> int | None:
-        """Output tokens the dollar budget leaves once the prompt estimate is priced; None
-        without a dollar budget (or a price to keep it with)."""
-        limits = self.setup.limits
-        dollars = limits.budget.cost_available(final=final)
-        rates = limits.pricer.rates(self.setup.model.spec) if dollars is not None else None
-        if dollars is None or rates is None:
-            return None
-        left = dollars - prompt * rates.input
-        if left < 0:
-            return 0
-        if rates.output <= 0:
-            return self.setup.config.max_output_tokens
-        return int(left / rates.output)
-
-    async def _call_model(
-        self, wire: list[dict[str, Any]], tool_choice: Literal["auto", "none"], plan: CallPlan
-    ) -> ModelTurn:
-        """One streamed call, abandoned early on cancellation or timeout; usage charged."""
-        call = ModelCall(
-            messages=wire,
-            tools=self._shape.tools,
-            tool_choice=tool_choice if self._shape.tools else None,
-            max_tokens=plan.max_tokens,
-            timeout=plan.timeout,
-            fields=self._shape.fields,
-        )
-        mark = self.answer.mark()
-        task = asyncio.ensure_future(self.setup.model.complete(call, self.answer.sink))
-        cancel_wait = asyncio.ensure_future(self.setup.limits.cancel.wait())
-        try:
-            # The whole call - connecting, every retry, the last byte - ends by plan.timeout:
-            # the SDK's own timeout bounds each read, not the call.
-            await asyncio.wait(
-                {task, cancel_wait}, timeout=plan.timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            cancel_wait.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-        partial = self.answer.since(mark)
-        if task.cancelled() or not task.done():
-            # Abandoned mid-stream: the provider bills what it did, so charge an estimate.
-            self._charge(self._estimated_usage(plan, len(partial)))
-            if self.setup.limits.cancel.cancelled:
-                raise _Cancelled(partial)
-            raise ProviderError("timeout", "the model did not finish in time", partial_text=partial)
-        try:
-            turn = task.result()
-        except ProviderError as exc:
-            if exc.partial_text:
-                self._charge(self._estimated_usage(plan, len(partial)))
-            raise
-        self._settle(turn, plan)
-        return turn
-
-    def _settle(self, turn: ModelTurn, plan: CallPlan) -> None:
-        """Charge a finished call (the provider's figures, else an estimate) and report it."""
-        usage = turn.usage
-        if usage is None:
-            output = len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls)
-            usage = self._estimated_usage(plan, output)
-        else:
-            self.setup.limits.budget.calibrate(plan.prompt_chars, usage.prompt_tokens)
-        cost = self._charge(usage)
-        root = self.setup.limits.budget.root
-        self.emit(
-            UsageReport(
-                model=self.setup.model.spec,
-                usage=usage,
-                total=root.usage,
-                budget_remaining=root.remaining,
-                finish_reason=turn.finish_reason,
-                cost_usd=cost,
-                total_cost_usd=root.cost_usd,
-            )
-        )
+        """What the next call may spend, or the limit that forbids it."""
+        plan = self._calls.plan(wire, final=final)
+        return plan if isinstance(plan, CallPlan) else LimitReached(plan)
 
     async def _turn_call(self, view: list[dict[str, Any]], plan: CallPlan) -> ModelTurn:
         """A turn's call. A stream cut after some text was streamed is retried (at most
@@ -481,7 +340,7 @@ class AgentLoop:
         """A turn's call; if the provider says the context is too long, compact harder and
         try once more."""
         try:
-            return await self._call_model(view, tool_choice, plan)
+            return await self._calls.call(view, tool_choice, plan)
         except ProviderError as exc:
             if exc.kind != "context_length" or exc.partial_text:
                 raise
@@ -492,10 +351,8 @@ class AgentLoop:
             )
             self.state.compaction = harder
             shorter = compact_view(self.state.wire, harder)
-            chars = self._prompt_chars(shorter)
-            tokens = self.setup.limits.budget.estimate_tokens(chars)
-            plan = dataclasses.replace(plan, prompt_chars=chars, prompt_tokens=tokens)
-            return await self._call_model(shorter, tool_choice, plan)
+            plan = self._calls.remeasured(plan, shorter)
+            return await self._calls.call(shorter, tool_choice, plan)
 
     def _record_failed_tool_call(self, exc: ProviderError) -> None:
         """Groq's ``tool_use_failed``: the model wrote a tool call the provider could not parse.
@@ -523,22 +380,6 @@ class AgentLoop:
         )
         self.state.records.append(ToolRecord(call, False, content))
         self.state.append(ToolMessage(tool_call_id=call.id, content=content))
-
-    def _charge(self, usage: Usage) -> float | None:
-        """Charge a call's usage and its price to the budget; the price (None: unknown)."""
-        spec = self.setup.model.spec
-        cost = self.setup.limits.pricer.cost(spec, usage)
-        root = self.setup.limits.budget.root
-        if cost is None and not root.unpriced_noticed:
-            root.unpriced_noticed = True
-            self.emit(
-                Notice(
-                    code="unpriced",
-                    message=f"No price is known for {spec}: this request's cost is unknown.",
-                )
-            )
-        self.setup.limits.budget.charge(usage, depth=self.emit.depth, cost=cost)
-        return cost
 
     # -- tools ----------------------------------------------------------------------------
 
@@ -659,8 +500,8 @@ class AgentLoop:
         if isinstance(plan, LimitReached):
             return None
         try:
-            turn = await self._call_model(wire, "none", plan)
-        except _Cancelled as cancelled:
+            turn = await self._calls.call(wire, "none", plan)
+        except CallCancelled as cancelled:
             return str(cancelled) or None  # what was streamed stays the answer
         except ProviderError as exc:
             logger.warning("final answer call failed: %s", exc)

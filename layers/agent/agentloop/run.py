@@ -9,7 +9,6 @@ tool results it gathered. What a client shows as the answer has its own keeper
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,26 +67,6 @@ class RunSetup:
         if self.output is None:
             return prompt
         return f"{prompt}\n\n{self.output.instruction()}"
-
-
-@dataclass(frozen=True)
-class CallShape:
-    """What every model call of a run sends alike, built once per run."""
-
-    tools: list[dict[str, Any]] | None
-    """The server's tool definitions and the client's (None: no tools)."""
-    tool_chars: int
-    """Their size, part of every prompt's estimate."""
-    fields: dict[str, Any]
-    """The request's sampling and response format, in the provider's form."""
-
-    @classmethod
-    def of(cls, setup: RunSetup) -> CallShape:
-        tools = [*setup.tools.definitions(), *setup.pausing.client_definitions()] or None
-        fields: dict[str, Any] = setup.sampling.wire() if setup.sampling else {}
-        if setup.output is not None:
-            fields["response_format"] = setup.output.wire()
-        return cls(tools, len(json.dumps(tools)) if tools else 0, fields)
 
 
 @dataclass

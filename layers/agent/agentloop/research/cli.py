@@ -31,7 +31,7 @@ from typing import TextIO
 
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.limits import Deadline
-from agentloop.loop import MIN_TURN_S
+from agentloop.model_calls import MIN_TURN_S
 from agentloop.research.jobs import JobMessage, JobsInputError, Rejection, parse_jobs_text
 from agentloop.research.planner import plan_check, read_s3_text
 from agentloop.research.report import dollars
