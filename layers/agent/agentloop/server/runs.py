@@ -22,6 +22,7 @@ from agentloop.http_api import (
 from agentloop.logs import REQUEST_ID
 from agentloop.models import ChatRequest
 from agentloop.plan import RunPlan
+from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.server.body import read_body
 from agentloop.server.identity import authenticate, caller_id
 from agentloop.server.metrics import observed
@@ -93,9 +94,6 @@ def start_run(
 
 
 def _context(service: ChatService, info: InvocationInfo, caller: str) -> ChatContext:
-    # Imported here: only a run needs it, and the sandbox package is not small.
-    from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
-
     return ChatContext(
         setup=service.setup,
         deadline=info.deadline,
