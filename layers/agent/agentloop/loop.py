@@ -100,8 +100,6 @@ _LIMITS: dict[Limit, _LimitTexts] = {
 class Answered:
     """The model answered in text, already streamed: ``completed``."""
 
-    text: str
-
 
 @dataclass(frozen=True)
 class Stopped:
@@ -214,7 +212,7 @@ class AgentLoop:
         return self._close("error", unsent=f"I can't answer this request: {why}")
 
     async def _iterate(self) -> Ending:
-        """Turns until one ends the run: a text answer, a stop or a limit."""
+        """Turns until one ends the run: a text answer, a stop, a limit or a pause."""
         while True:
             stop = self._should_stop()
             if stop is not None:
@@ -225,40 +223,35 @@ class AgentLoop:
             plan = self._plan_call(view, final=False)
             if isinstance(plan, LimitReached):
                 return plan
-            self.state.iterations += 1
-            remaining = self.setup.limits.budget.root.remaining
-            self.answer.restart(
-                TurnStart(iteration=self.state.iterations, budget_remaining=remaining)
-            )
-            try:
-                turn = await self._turn_call(view, plan)
-            except CallCancelled as cancelled:
-                return Stopped("cancelled", "the run was cancelled", partial=str(cancelled))
-            except ProviderError as exc:
-                ending = self._after_model_failure(exc)
-                if ending is None:
-                    continue
+            ending = await self._turn(view, plan)
+            if ending is not None:
                 return ending
-            if turn.tool_calls:
-                paused = await self._tool_round(turn)
-                if paused is not None:
-                    return paused
-                continue
-            if turn.text.strip():
-                ending = self._answered(turn.text)
-                if ending is None:
-                    continue
-                return ending
-            # whitespace is no answer
-            self.answer.void(self.state.iterations, "the reply was empty")
-            return LimitReached("empty")
+
+    async def _turn(self, view: list[dict[str, Any]], plan: CallPlan) -> Ending | None:
+        """One turn: the model's call, then its tool round or its answer. How the run ends,
+        or None when the model gets another turn."""
+        self.state.iterations += 1
+        remaining = self.setup.limits.budget.root.remaining
+        self.answer.restart(TurnStart(iteration=self.state.iterations, budget_remaining=remaining))
+        try:
+            turn = await self._turn_call(view, plan)
+        except CallCancelled as cancelled:
+            return Stopped("cancelled", "the run was cancelled", partial=str(cancelled))
+        except ProviderError as exc:
+            return self._after_model_failure(exc)
+        if turn.tool_calls:
+            return await self._tool_round(turn)
+        if turn.text.strip():
+            return self._answered(turn.text)
+        self.answer.void(self.state.iterations, "the reply was empty")  # whitespace: no answer
+        return LimitReached("empty")
 
     def _answered(self, text: str) -> Ending | None:
         """The run's answer, unless it fails the response format: then one more turn sees
         the rejected answer and why (None), and a second failure ends the run."""
         problem = self.setup.output.problem(text) if self.setup.output is not None else None
         if problem is None:
-            return Answered(text)
+            return Answered()
         if self.state.mend is None:
             why = f"the answer did not match the response format: {problem}"
             self.answer.void(self.state.iterations, why)
@@ -397,9 +390,7 @@ class AgentLoop:
         calls = turn.tool_calls
         round_ = self.setup.pausing.sort(calls, turn.call_problems, self.emit.depth)
         refusals = {call_id: self._executor.refuse(why) for call_id, why in round_.refused.items()}
-        contents = await self._run_calls(round_.runnable, refusals, [c.name for c in calls])
-        for call, content in zip(round_.runnable, contents, strict=True):
-            self.state.append(ToolMessage(tool_call_id=call.id, content=content))
+        await self._run_calls(round_.runnable, refusals, [c.name for c in calls])
         if not round_.waiting:
             return None
         for request in round_.approval_requests():
@@ -408,9 +399,10 @@ class AgentLoop:
 
     async def _run_calls(
         self, calls: list[ToolCall], answered: dict[str, ToolResult], names: list[str]
-    ) -> list[str]:
-        """Run ``calls`` concurrently (bounded), with their events; their results, in order.
-        A call in ``answered`` is not run: that is its result (a refusal, a denial)."""
+    ) -> None:
+        """Run ``calls`` concurrently (bounded), with their events; their results are kept in
+        the order asked for, whatever order they finish in. A call in ``answered`` is not
+        run: that is its result (a refusal, a denial)."""
         gate = asyncio.Semaphore(self.setup.config.tool_concurrency)
 
         async def run_one(call: ToolCall) -> str:
@@ -435,15 +427,15 @@ class AgentLoop:
                 self.state.records.append(ToolRecord(call, result.ok, content))
                 return content
 
-        return list(await asyncio.gather(*(run_one(call) for call in calls)))
+        contents = await asyncio.gather(*(run_one(call) for call in calls))
+        for call, content in zip(calls, contents, strict=True):
+            self.state.append(ToolMessage(tool_call_id=call.id, content=content))
 
     async def _resume_round(self) -> None:
         """A continued run's first step: the approved calls run, the denied ones are answered
         with the reason."""
         calls, denials = self.setup.pausing.resumed_calls()
-        contents = await self._run_calls(calls, denials, [c.name for c in calls])
-        for call, content in zip(calls, contents, strict=True):
-            self.state.append(ToolMessage(tool_call_id=call.id, content=content))
+        await self._run_calls(calls, denials, [c.name for c in calls])
 
     # -- ending ---------------------------------------------------------------------------
 
@@ -547,25 +539,25 @@ class AgentLoop:
             resume = self.setup.pausing.token(
                 self.setup.conversation, self.state.added, paused.pending, progress
             )
-        return self._done(paused.stop, self.answer.text, pending=paused.pending, resume=resume)
+        return self._done(paused.stop, pending=paused.pending, resume=resume)
 
     def _close(self, stop: StopReason, *, unsent: str = "") -> Done:
         """Stream ``unsent`` (a summary, a refusal); the answer is then what the client shows.
         Record it and emit ``done``, so every run's last message and event agree."""
         if unsent:
             self.answer.add(unsent)
-        text = self.answer.text
-        self.state.append(AssistantMessage(content=text))
-        return self._done(stop, text)
+        self.state.append(AssistantMessage(content=self.answer.text))
+        return self._done(stop)
 
-    def _done(self, stop: StopReason, text: str, **pause: Any) -> Done:
+    def _done(self, stop: StopReason, **pause: Any) -> Done:
         """The only place a ``Done`` is built: every run's last event reports its budget and
-        messages the same way (``pause``: a paused run's ``pending`` and ``resume``)."""
+        messages the same way, and its text is what the client shows (``pause``: a paused
+        run's ``pending`` and ``resume``)."""
         budget = self.setup.limits.budget
         top = budget.parent is None
         return self.emit(
             Done(
-                text=text,
+                text=self.answer.text,
                 stop_reason=stop,
                 iterations=self.state.iterations,
                 usage=budget.usage,
