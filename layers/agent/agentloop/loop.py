@@ -107,16 +107,17 @@ class Stopped:
 
     stop: Literal["cancelled", "error"]
     why: str
-    partial: str = ""
+    streamed: bool = False
+    """The model was streaming: its text so far stays the answer."""
 
 
 @dataclass(frozen=True)
 class LimitReached:
-    """A limit: one tool-less call writes the answer. ``streamed``: the text of a turn the
-    limit cut short, already sent; it is the answer."""
+    """A limit: one tool-less call writes the answer. ``streamed``: a turn the limit cut short
+    had streamed text; that text is the answer."""
 
     limit: Limit
-    streamed: str = ""
+    streamed: bool = False
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,7 @@ class AgentLoop:
         try:
             turn = await self._turn_call(view, plan)
         except CallCancelled as cancelled:
-            return Stopped("cancelled", "the run was cancelled", partial=str(cancelled))
+            return Stopped("cancelled", "the run was cancelled", streamed=bool(str(cancelled)))
         except ProviderError as exc:
             return self._after_model_failure(exc)
         if turn.tool_calls:
@@ -265,22 +266,24 @@ class AgentLoop:
                 ]
             )
             return None
-        return self._invalid_output(problem, text)
+        return self._invalid_output(problem)
 
-    def _invalid_output(self, problem: str, text: str) -> Stopped:
+    def _invalid_output(self, problem: str) -> Stopped:
+        """The streamed answer fails the response format for good: it stays, with an error."""
         self.emit(ErrorEvent(code="invalid_output", message=problem))
-        return Stopped("error", problem, partial=text)
+        return Stopped("error", problem, streamed=True)
 
     def _after_model_failure(self, exc: ProviderError) -> Ending | None:
         """How a failed turn ends the run, or None when the model gets another turn."""
         if exc.kind == "timeout" and self._deadline_is_near():
             # What was streamed stays the answer; the notice says it was cut short.
-            return LimitReached("deadline", streamed=exc.partial_text)
+            return LimitReached("deadline", streamed=bool(exc.partial_text))
         if exc.kind == "tool_use_failed":
             self._record_failed_tool_call(exc)
             return None
         self.emit(ErrorEvent(code="provider", message=exc.message))
-        return Stopped("error", f"the model failed: {exc.message}", partial=exc.partial_text)
+        why = f"the model failed: {exc.message}"
+        return Stopped("error", why, streamed=bool(exc.partial_text))
 
     def _should_stop(self) -> Stopped | LimitReached | None:
         limits = self.setup.limits
@@ -454,14 +457,14 @@ class AgentLoop:
         if isinstance(ending, Answered):
             return self._close("completed")
         if isinstance(ending, Stopped):
-            if ending.partial:  # what was streamed stays the answer
+            if ending.streamed:  # what was streamed stays the answer
                 return self._close(ending.stop)
             return self._close(ending.stop, unsent=self._summary(ending.why))
         await self._limit_answer(ending)
-        answer = self.answer.text
-        problem = self.setup.output.problem(answer) if self.setup.output is not None else None
+        output = self.setup.output
+        problem = output.problem(self.answer.text) if output is not None else None
         if problem is not None:
-            return await self._end(self._invalid_output(problem, answer))
+            return await self._end(self._invalid_output(problem))
         return self._close(_LIMITS[ending.limit].stop)
 
     async def _limit_answer(self, ending: LimitReached) -> None:
@@ -480,9 +483,10 @@ class AgentLoop:
             if self.emit.depth == 0 and self.setup.output is None:
                 self.answer.add(f"\n\n{notice}")
 
-    async def _forced_answer(self, instruction: str) -> str | None:
+    async def _forced_answer(self, instruction: str) -> bool:
+        """One tool-less call for the answer; whether it streamed one."""
         if self.setup.limits.cancel.cancelled:
-            return None
+            return False
         message = SystemMessage(
             content=f"{instruction} Do not call tools. Answer the user now from "
             "what you have gathered so far, and say briefly what is still missing."
@@ -490,18 +494,18 @@ class AgentLoop:
         wire = [*self._view(), *to_wire([message])]
         plan = self._plan_call(wire, final=True)
         if isinstance(plan, LimitReached):
-            return None
+            return False
         try:
             turn = await self._calls.call(wire, "none", plan)
         except CallCancelled as cancelled:
-            return str(cancelled) or None  # what was streamed stays the answer
+            return bool(str(cancelled))  # what was streamed stays the answer
         except ProviderError as exc:
             logger.warning("final answer call failed: %s", exc)
-            return exc.partial_text or None
+            return bool(exc.partial_text)
         if turn.text.strip():
-            return turn.text
+            return True
         self.answer.void(self.state.iterations, "the final answer was empty")
-        return None
+        return False
 
     def _summary(self, why: str) -> str:
         lines = [f"I could not finish the answer: {why}."]
