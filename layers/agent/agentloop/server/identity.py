@@ -23,7 +23,8 @@ Authenticate = Callable[[str | None], str | None]
 
 
 def allow_anyone(_: str | None) -> None:
-    """The ``none`` and ``iam`` modes' check: the Function URL (or no one) checked already."""
+    """The check in ``iam`` mode (the Function URL has checked the signature) and in ``none``
+    mode (no one checks)."""
     return None
 
 
