@@ -1,12 +1,11 @@
 """Every error answer in the one error shape (``HttpError.body``), with the error's headers.
 
-A route whose protocol has its own rules for errors (the OpenAI faces tell SDKs when not to
-retry) wraps its endpoint in :func:`with_error_policy`; nothing here knows any protocol.
+A face whose protocol has its own rules for errors (the OpenAI faces tell SDKs when not to
+retry) applies them in ``Face.refusal`` (``server.faces``); nothing here knows any protocol.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -20,8 +19,6 @@ from agentloop.server.body import BodyRefused, LingeringResponse
 logger = logging.getLogger("agentloop.chat_app")
 
 Endpoint = Callable[[Request], Awaitable[Response]]
-ErrorPolicy = Callable[[HttpError], HttpError]
-"""What a protocol does to an error before it is answered (adds headers, say)."""
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 
 
@@ -29,19 +26,6 @@ def error_response(error: HttpError) -> JSONResponse:
     if isinstance(error, BodyRefused) and error.linger is not None:
         return LingeringResponse(error, error.linger)
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
-
-
-def with_error_policy(endpoint: Endpoint, policy: ErrorPolicy) -> Endpoint:
-    """``endpoint``, its refusals (every HttpError it raises) passed through ``policy``."""
-
-    @functools.wraps(endpoint)
-    async def route(request: Request) -> Response:
-        try:
-            return await endpoint(request)
-        except HttpError as exc:
-            raise policy(exc) from exc.__cause__
-
-    return route
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

@@ -1,0 +1,67 @@
+"""What a route needs from a protocol face: one object per protocol, ``FACE`` in the module
+the route table names, imported at the route's first request (``server.faces``).
+
+A face parses its protocol's body into its request model, says where that body keeps its
+messages (for the message limits) and where a plan refusal points, whether it can ask a
+person for approval, and frames a started run: streamed, or collected into one JSON answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from agentloop.events import Event
+from agentloop.http_api import HttpError
+from agentloop.limits import CancelToken
+from agentloop.models import Approval, ChatRequest
+
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class FaceRun:
+    """A started run, as a face frames it."""
+
+    events: AsyncIterator[Event]
+    request_id: str
+    model: str
+    cancel: CancelToken
+    approvals: Sequence[Approval] | None
+    """The decisions the request answered a pause with (``ChatRequest.approvals``)."""
+
+
+class Face(Generic[R]):
+    """One protocol's route, minus the HTTP: the defaults fit a streaming face that can ask."""
+
+    request_model: type[R]
+    messages_key = "messages"
+    """Where the body keeps its messages: the message limits are checked there (413)."""
+    can_ask = True
+    """False: the protocol cannot ask a person, so tools that need approval are not offered."""
+    headers: Mapping[str, str] = {}
+    """Added to a streamed answer's headers."""
+
+    def to_chat_request(self, request: R) -> ChatRequest:
+        raise NotImplementedError
+
+    def plan_params(self, request: R) -> Mapping[str, str] | None:
+        """Where a plan's refusal of each option points in this protocol (None: as named)."""
+        return None
+
+    def streams(self, request: R) -> bool:
+        return True
+
+    def frames(self, request: R, run: FaceRun) -> AsyncIterator[bytes]:
+        raise NotImplementedError
+
+    async def collect(self, request: R, run: FaceRun) -> dict[str, Any]:
+        """The whole run as one JSON answer, for a request that does not stream."""
+        raise NotImplementedError
+
+    def refusal(self, error: HttpError) -> HttpError:
+        """A request refused before its run started, as this protocol says it (headers)."""
+        return error
