@@ -101,55 +101,21 @@ def plan_run(
 
     ``signer`` checks a paused run's continuation; without one, none is accepted. A face
     that cannot ask a person (``can_ask=False``: the OpenAI faces) is not offered the tools
-    that would need one; naming one of them is a PlanError."""
-    spec = request.model or config.default_model
-    try:
-        check_model_allowed(spec, config)
-    except ConfigurationError as exc:
-        raise PlanError(str(exc), "model") from exc
-    try:
-        tools = registry.select(
-            request.tools if request.tools is not None else config.default_tools
-        )
-    except UnknownToolError as exc:
-        raise PlanError(str(exc), "tools") from exc
-    try:
-        output = OutputFormat.of(request.response_format)
-    except OutputFormatError as exc:
-        raise PlanError(str(exc), "response_format") from exc
-    approval_tools = frozenset(config.approval_tools) | frozenset(request.approval_tools or ())
-    unknown = sorted(approval_tools - set(registry.names) - set(config.approval_tools))
-    if unknown:
-        raise PlanError(f"approval_tools: no such tool(s) here: {unknown}", "approval_tools")
+    that would need one; naming one of them is a PlanError.
+
+    The checks run in this order, which decides the refusal a request with several faults
+    gets: model, tools, response_format, approval_tools, (unaskable tools), client_tools,
+    resume/approvals, max_cost_usd."""
+    spec = _planned_model(request, config)
+    tools = _planned_tools(request, config, registry)
+    output = _planned_output(request)
+    approval_tools = _planned_approval_tools(request, config, registry)
     if not can_ask:
-        waiting = sorted(approval_tools & set(tools.names))
-        if waiting and request.tools is not None:
-            raise PlanError(
-                f"tools: {waiting} need a person's approval, which cannot be asked for here "
-                "(/chat, /api/chat and /ag-ui can ask)",
-                "tools",
-            )
-        tools, approval_tools = tools.without(*waiting), frozenset()
-    client_tools = tuple(request.client_tools or ())
-    clashes = sorted({t.function.name for t in client_tools} & set(registry.names))
-    if clashes:
-        raise PlanError(f"client_tools: named like a server tool: {clashes}", "client_tools")
-    resumption = None
-    if request.resume is not None or request.approvals:
-        if signer is None:
-            raise PlanError("resume: this server does not continue paused runs", "resume")
-        try:
-            resumption = resume(request, signer)
-        except ContinuationError as exc:
-            raise PlanError(exc.message, exc.param) from exc
+        tools, approval_tools = _without_asking(request, tools, approval_tools)
+    client_tools = _planned_client_tools(request, registry)
+    resumption = _planned_resumption(request, signer)
     max_iterations, token_budget = clamped_limits(request, config)
-    max_cost_usd = clamped_cost(request, config)
-    if max_cost_usd is not None and not Pricer(config.prices).knows(spec):
-        raise PlanError(
-            f"max_cost_usd: no price is known for model {spec!r}, so a dollar budget cannot be "
-            "kept (the operator can add it to AGENTLOOP_PRICES)",
-            "max_cost_usd" if request.max_cost_usd is not None else "model",
-        )
+    max_cost_usd = _planned_cost(request, config, spec)
     return RunPlan(
         spec,
         tools,
@@ -162,3 +128,96 @@ def plan_run(
         resumption,
         max_cost_usd,
     )
+
+
+def _planned_model(request: ChatRequest, config: AgentConfig) -> str:
+    """The model spec to run: the request's or the default, well-formed and allowed here."""
+    spec = request.model or config.default_model
+    try:
+        check_model_allowed(spec, config)
+    except ConfigurationError as exc:
+        raise PlanError(str(exc), "model") from exc
+    return spec
+
+
+def _planned_tools(
+    request: ChatRequest, config: AgentConfig, registry: ToolRegistry
+) -> ToolRegistry:
+    """The server tools offered: the request's list, or the defaults; all must exist."""
+    try:
+        return registry.select(request.tools if request.tools is not None else config.default_tools)
+    except UnknownToolError as exc:
+        raise PlanError(str(exc), "tools") from exc
+
+
+def _planned_output(request: ChatRequest) -> OutputFormat | None:
+    """The final answer's required shape, from ``response_format``."""
+    try:
+        return OutputFormat.of(request.response_format)
+    except OutputFormatError as exc:
+        raise PlanError(str(exc), "response_format") from exc
+
+
+def _planned_approval_tools(
+    request: ChatRequest, config: AgentConfig, registry: ToolRegistry
+) -> frozenset[str]:
+    """The server's approval tools plus the request's; the request may name only real tools.
+
+    The server's own list is trusted as is (it may name tools that are not loaded)."""
+    approval_tools = frozenset(config.approval_tools) | frozenset(request.approval_tools or ())
+    unknown = sorted(approval_tools - set(registry.names) - set(config.approval_tools))
+    if unknown:
+        raise PlanError(f"approval_tools: no such tool(s) here: {unknown}", "approval_tools")
+    return approval_tools
+
+
+def _without_asking(
+    request: ChatRequest, tools: ToolRegistry, approval_tools: frozenset[str]
+) -> tuple[ToolRegistry, frozenset[str]]:
+    """For a face that cannot ask a person: drop the tools that would need one.
+
+    Dropping a default quietly is fine; a request that named one asked for the impossible."""
+    waiting = sorted(approval_tools & set(tools.names))
+    if waiting and request.tools is not None:
+        raise PlanError(
+            f"tools: {waiting} need a person's approval, which cannot be asked for here "
+            "(/chat, /api/chat and /ag-ui can ask)",
+            "tools",
+        )
+    return tools.without(*waiting), frozenset()
+
+
+def _planned_client_tools(request: ChatRequest, registry: ToolRegistry) -> tuple[ClientTool, ...]:
+    """The caller's own tools; none may share a server tool's name (whose call would it be?)."""
+    client_tools = tuple(request.client_tools or ())
+    clashes = sorted({t.function.name for t in client_tools} & set(registry.names))
+    if clashes:
+        raise PlanError(f"client_tools: named like a server tool: {clashes}", "client_tools")
+    return client_tools
+
+
+def _planned_resumption(request: ChatRequest, signer: Signer | None) -> Resumption | None:
+    """The paused run this request continues, checked against ``signer``; None: a new run."""
+    if request.resume is None and not request.approvals:
+        return None
+    if signer is None:
+        raise PlanError("resume: this server does not continue paused runs", "resume")
+    try:
+        return resume(request, signer)
+    except ContinuationError as exc:
+        raise PlanError(exc.message, exc.param) from exc
+
+
+def _planned_cost(request: ChatRequest, config: AgentConfig, spec: str) -> float | None:
+    """The dollar budget, which can only be kept for a model whose price is known.
+
+    The fault is the request's ``max_cost_usd`` if it set one, else its ``model`` (the
+    budget is then the server's own)."""
+    max_cost_usd = clamped_cost(request, config)
+    if max_cost_usd is not None and not Pricer(config.prices).knows(spec):
+        raise PlanError(
+            f"max_cost_usd: no price is known for model {spec!r}, so a dollar budget cannot be "
+            "kept (the operator can add it to AGENTLOOP_PRICES)",
+            "max_cost_usd" if request.max_cost_usd is not None else "model",
+        )
+    return max_cost_usd
