@@ -283,52 +283,76 @@ def parse_jobs(
     valid: list[tuple[int, JobSpec]] = []
     for index, item in enumerate(items):
         label = _label(item, index, labels)
-        if isinstance(item, _BadLine):
-            result.rejections.append(
-                Rejection(label, index, "(json)", f"not valid JSON: {item.msg}")
-            )
-            continue
-        if not isinstance(item, dict):
-            kind = _json_type(item)
-            result.rejections.append(
-                Rejection(label, index, "(job)", f"a job must be a JSON object, not {kind}")
-            )
-            continue
-        try:
-            spec = JobSpec.model_validate(item)
-        except ValidationError as exc:
-            result.rejections.extend(
-                Rejection(label, index, _loc(err["loc"]), err["msg"]) for err in exc.errors()
-            )
-            continue
-        unknown = [t for t in spec.tools or [] if known_tools is not None and t not in known_tools]
-        if unknown:
-            available = ", ".join(sorted(known_tools or ())) or "none"
-            result.rejections.append(
-                Rejection(
-                    label, index, "tools", f"unknown tool(s) {unknown}; available: {available}"
-                )
-            )
-            continue
-        refused = check(spec) if check is not None else None
-        if refused is not None:
-            result.rejections.append(Rejection(label, index, *refused))
-            continue
-        valid.append((index, spec))
+        checked = _check_job(item, label, index, known_tools=known_tools, check=check)
+        if isinstance(checked, JobSpec):
+            valid.append((index, checked))
+        else:
+            result.rejections.extend(checked)
+    unique, duplicates = _split_duplicate_ids(valid, labels)
+    result.jobs.extend(unique)
+    result.rejections.extend(duplicates)
+    result.rejections.sort(key=lambda r: r.index)
+    return result
 
+
+def _check_job(
+    item: Any,
+    label: str,
+    index: int,
+    *,
+    known_tools: Collection[str] | None,
+    check: JobCheck | None,
+) -> JobSpec | list[Rejection]:
+    """One job on its own: its spec, or the problems of the first step it fails (JSON, shape,
+    fields, tools, the worker's check), so a later step never reports on a broken job."""
+    if isinstance(item, _BadLine):
+        return [Rejection(label, index, "(json)", f"not valid JSON: {item.msg}")]
+    if not isinstance(item, dict):
+        kind = _json_type(item)
+        return [Rejection(label, index, "(job)", f"a job must be a JSON object, not {kind}")]
+    try:
+        spec = JobSpec.model_validate(item)
+    except ValidationError as exc:
+        return [Rejection(label, index, _loc(err["loc"]), err["msg"]) for err in exc.errors()]
+    refused = _unknown_tools(spec, known_tools)
+    if refused is None and check is not None:
+        refused = check(spec)
+    if refused is not None:
+        return [Rejection(label, index, *refused)]
+    return spec
+
+
+def _unknown_tools(spec: JobSpec, known_tools: Collection[str] | None) -> tuple[str, str] | None:
+    """The job's tools that the deployment lacks, named with what it has (None: all known,
+    or no list of tools to check against)."""
+    if known_tools is None:
+        return None
+    unknown = [tool for tool in spec.tools or [] if tool not in known_tools]
+    if not unknown:
+        return None
+    available = ", ".join(sorted(known_tools)) or "none"
+    return "tools", f"unknown tool(s) {unknown}; available: {available}"
+
+
+def _split_duplicate_ids(
+    valid: Sequence[tuple[int, JobSpec]], labels: Sequence[str] | None
+) -> tuple[list[JobSpec], list[Rejection]]:
+    """The jobs whose id is unique, and a rejection for every job sharing its id with another:
+    none of them runs, since which one was meant cannot be told."""
     positions: dict[str, list[int]] = {}
     for index, spec in valid:
         positions.setdefault(spec.id, []).append(index)
+    unique: list[JobSpec] = []
+    duplicates: list[Rejection] = []
     for index, spec in valid:
         where = positions[spec.id]
-        if len(where) > 1:
-            others = ", ".join(_position(i, labels) for i in where if i != index)
-            message = f"duplicate id {spec.id!r}: also used by {others}"
-            result.rejections.append(Rejection(spec.id, index, "id", message))
-        else:
-            result.jobs.append(spec)
-    result.rejections.sort(key=lambda r: r.index)
-    return result
+        if len(where) == 1:
+            unique.append(spec)
+            continue
+        others = ", ".join(_position(i, labels) for i in where if i != index)
+        message = f"duplicate id {spec.id!r}: also used by {others}"
+        duplicates.append(Rejection(spec.id, index, "id", message))
+    return unique, duplicates
 
 
 def parse_jobs_text(
