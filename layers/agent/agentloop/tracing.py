@@ -258,13 +258,11 @@ class RunObserver:
             logger.exception("tracing: could not record a %s event", event.type)
 
     def _see(self, event: Event) -> None:
+        """Dispatch one event to what it starts, ends or marks. Text deltas, the most
+        frequent events, are handled inline: this runs once per event of the stream."""
         run = self._run_of(event)
         if isinstance(event, RunStart):
-            self._models[event.run_id] = event.model
-            if event.depth == 0:
-                self._model = event.model
-            run.set_attribute("gen_ai.request.model", _split(event.model)[1])
-            run.set_attribute("agentloop.tools", event.tools)
+            self._run_start(event, run)
         elif isinstance(event, TurnStart):
             self._turn_start(event, run)
         elif isinstance(event, TextDelta):
@@ -276,11 +274,7 @@ class RunObserver:
         elif isinstance(event, UsageReport):
             self._turn_end(event)
         elif isinstance(event, ModelSwitched):
-            self._models[event.run_id] = event.to_model
-            (self._turns.get(event.run_id) or run).add_event(
-                "agentloop.model_switched",
-                {"from": event.from_model, "to": event.to_model, "reason": event.reason},
-            )
+            self._model_switched(event, run)
         elif isinstance(event, ToolCallStart):
             self._tool_start(event, run)
         elif isinstance(event, ToolCallResult):
@@ -288,32 +282,63 @@ class RunObserver:
         elif isinstance(event, ApprovalRequest):
             run.add_event("agentloop.approval_request", {"gen_ai.tool.name": event.name})
         elif isinstance(event, SubagentStart):
-            parent = self._tools.get((event.depth - 1, event.call_id), run)
-            self._runs[event.run_id] = self._run_span(
-                parent, event.run_id, event.depth, self._model
-            )
-            self._runs[event.run_id].set_attribute(
-                "agentloop.parent_call_id", event.parent_call_id or ""
-            )
+            self._subagent_start(event, run)
         elif isinstance(event, SubagentFinish):
-            span = self._runs.pop(event.run_id, None)
-            if span is not None:
-                self._end_run(span, event.stop_reason, event.usage, event.iterations)
+            self._subagent_end(event)
         elif isinstance(event, Notice):
             run.add_event("agentloop.notice", {"code": event.code, "message": event.message})
         elif isinstance(event, ErrorEvent):
-            turn = self._turns.pop(event.run_id, None)
-            self._texts.pop(event.run_id, None)
-            if turn is not None:
-                self._fail(turn, event.code, event.message)
-                turn.end()
-            self._fail(run, event.code, event.message)
+            self._error(event, run)
         elif isinstance(event, Done) and run is self._root:
-            if self._content:
-                output = [{"role": "assistant", "parts": [{"type": "text", "content": event.text}]}]
-                run.set_attribute("gen_ai.output.messages", json.dumps(output))
-            self._end_run(run, event.stop_reason, event.usage, event.iterations)
-            self._runs.clear()
+            self._done(event, run)
+
+    def _run_start(self, event: RunStart, run: Span) -> None:
+        """A run's requested model (its turns' default) and tools."""
+        self._models[event.run_id] = event.model
+        if event.depth == 0:
+            self._model = event.model
+        run.set_attribute("gen_ai.request.model", _split(event.model)[1])
+        run.set_attribute("agentloop.tools", event.tools)
+
+    def _model_switched(self, event: ModelSwitched, run: Span) -> None:
+        """A fallback model from now on: later turns name it; the switch is marked on the
+        turn it happened in (or the run, between turns)."""
+        self._models[event.run_id] = event.to_model
+        (self._turns.get(event.run_id) or run).add_event(
+            "agentloop.model_switched",
+            {"from": event.from_model, "to": event.to_model, "reason": event.reason},
+        )
+
+    def _subagent_start(self, event: SubagentStart, run: Span) -> None:
+        """A sub-agent's run span, under the ``ask_llm`` call that started it."""
+        parent = self._tools.get((event.depth - 1, event.call_id), run)
+        self._runs[event.run_id] = self._run_span(parent, event.run_id, event.depth, self._model)
+        self._runs[event.run_id].set_attribute(
+            "agentloop.parent_call_id", event.parent_call_id or ""
+        )
+
+    def _subagent_end(self, event: SubagentFinish) -> None:
+        """End a sub-agent's run span with how it stopped and what it used."""
+        span = self._runs.pop(event.run_id, None)
+        if span is not None:
+            self._end_run(span, event.stop_reason, event.usage, event.iterations)
+
+    def _error(self, event: ErrorEvent, run: Span) -> None:
+        """An error fails the open turn (ending it: it will not report usage) and its run."""
+        turn = self._turns.pop(event.run_id, None)
+        self._texts.pop(event.run_id, None)
+        if turn is not None:
+            self._fail(turn, event.code, event.message)
+            turn.end()
+        self._fail(run, event.code, event.message)
+
+    def _done(self, event: Done, run: Span) -> None:
+        """The request's end: the top-level span gets the answer (if content is on) and ends."""
+        if self._content:
+            output = [{"role": "assistant", "parts": [{"type": "text", "content": event.text}]}]
+            run.set_attribute("gen_ai.output.messages", json.dumps(output))
+        self._end_run(run, event.stop_reason, event.usage, event.iterations)
+        self._runs.clear()
 
     def _turn_start(self, event: TurnStart, run: Span) -> None:
         model = self._models.get(event.run_id) or self._model
