@@ -44,7 +44,7 @@ import socket
 import ssl
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 from typing import Literal
 
@@ -340,62 +340,65 @@ class SafeFetcher:
             ) from exc
 
     async def _fetch(self, url: str) -> FetchResult:
+        """GET ``url``, following redirects: every hop's URL is checked, and its addresses
+        resolved and pinned, before it is requested; at most ``max_redirects`` hops."""
         current = _parse_url(url)
         redirects: list[str] = []
         most = self.policy.max_redirects
         for hop in range(most + 1):
-            try:
-                target = await self._check(current)
-            except FetchRefused as exc:
-                if hop == 0:
-                    raise
-                raise FetchRefused(
-                    f"redirect {hop} of {most} to {current} refused: {exc.reason}",
-                    exc.reason,
-                    hint=_REDIRECT_HINT,
-                ) from None
-            except FetchError as exc:  # an invalid or unresolvable host
-                if hop == 0:
-                    raise
-                raise FetchError(
-                    f"redirect {hop} of {most} to {current} failed: {exc.message}",
-                    hint=_REDIRECT_HINT,
-                ) from None
+            target = await self._check_hop(current, hop)
             outcome = await self._send(target)
             if isinstance(outcome, FetchResult):
-                return FetchResult(
-                    url=url,
-                    final_url=outcome.final_url,
-                    status=outcome.status,
-                    content_type=outcome.content_type,
-                    charset=outcome.charset,
-                    text=outcome.text,
-                    truncated=outcome.truncated,
-                    redirects=tuple(redirects),
-                    address=outcome.address,
-                )
+                return replace(outcome, url=url, redirects=tuple(redirects))
             if hop == most:
                 break
-            try:
-                current = _redirect_url(current, outcome.location)
-            except _BadLocation as exc:
-                raise FetchError(
-                    f"redirect {hop + 1} of {most} cannot be followed: the Location "
-                    f"{_shown(outcome.location)!r} {exc}",
-                    hint=_REDIRECT_HINT,
-                ) from None
-            except FetchRefused as exc:
-                raise FetchRefused(
-                    f"redirect {hop + 1} of {most} to {_shown(outcome.location)} refused: "
-                    f"{exc.reason}",
-                    exc.reason,
-                    hint=_REDIRECT_HINT,
-                ) from None
+            current = self._follow(current, outcome.location, hop + 1)
             redirects.append(str(current))
         raise FetchError(
             f"too many redirects: {url} redirected more than {most} times",
             hint="the site may be looping; try the final address directly or another source",
         )
+
+    async def _check_hop(self, url: httpx.URL, hop: int) -> _Target:
+        """:meth:`_check` for hop ``hop`` (0: the URL asked for, whose errors pass as they
+        are); a redirect's failure says which redirect it was."""
+        most = self.policy.max_redirects
+        try:
+            return await self._check(url)
+        except FetchRefused as exc:
+            if hop == 0:
+                raise
+            raise FetchRefused(
+                f"redirect {hop} of {most} to {url} refused: {exc.reason}",
+                exc.reason,
+                hint=_REDIRECT_HINT,
+            ) from None
+        except FetchError as exc:  # an invalid or unresolvable host
+            if hop == 0:
+                raise
+            raise FetchError(
+                f"redirect {hop} of {most} to {url} failed: {exc.message}",
+                hint=_REDIRECT_HINT,
+            ) from None
+
+    def _follow(self, current: httpx.URL, location: str, hop: int) -> httpx.URL:
+        """The URL redirect ``hop`` leads to (its form checked; its host is checked when the
+        next hop starts), or the error saying why it cannot be followed."""
+        most = self.policy.max_redirects
+        try:
+            return _redirect_url(current, location)
+        except _BadLocation as exc:
+            raise FetchError(
+                f"redirect {hop} of {most} cannot be followed: the Location "
+                f"{_shown(location)!r} {exc}",
+                hint=_REDIRECT_HINT,
+            ) from None
+        except FetchRefused as exc:
+            raise FetchRefused(
+                f"redirect {hop} of {most} to {_shown(location)} refused: {exc.reason}",
+                exc.reason,
+                hint=_REDIRECT_HINT,
+            ) from None
 
     async def _check(self, url: httpx.URL) -> _Target:
         """Everything about ``url`` that decides whether it may be fetched, addresses included."""
