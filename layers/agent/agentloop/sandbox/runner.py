@@ -140,38 +140,58 @@ def _notes(
 ) -> list[str]:
     """Plain-language reasons, so the model knows which limit it hit and what to change."""
     notes: list[str] = []
+    ending = _ending_note(limits, stopped_by, exit_code)
+    if ending is not None:
+        notes.append(ending)
+    notes += _memory_and_file_notes(limits, stderr, oom_kills)
+    notes += _cleanup_notes(report)
+    notes += _cut_notes(captures)
+    return notes
+
+
+def _ending_note(
+    limits: SandboxLimits, stopped_by: str | None, exit_code: int | None
+) -> str | None:
+    """Why the run ended, when something other than the program itself ended it."""
     if stopped_by == "timeout":
-        notes.append(f"Stopped: the program ran past the {limits.timeout_s:g} s time limit.")
-    elif stopped_by == "process_limit":
-        notes.append(f"Stopped: the program started more than {limits.max_processes} processes.")
-    elif stopped_by == "memory_limit":
-        notes.append(
+        return f"Stopped: the program ran past the {limits.timeout_s:g} s time limit."
+    if stopped_by == "process_limit":
+        return f"Stopped: the program started more than {limits.max_processes} processes."
+    if stopped_by == "memory_limit":
+        return (
             f"Stopped: the program's processes together used more than the "
             f"{limits.memory_mb} MB memory limit."
         )
-    elif stopped_by == "cancelled":
-        notes.append("Stopped: the run was cancelled.")
-    elif stopped_by == "supervisor_lost":
-        notes.append(
+    if stopped_by == "cancelled":
+        return "Stopped: the run was cancelled."
+    if stopped_by == "supervisor_lost":
+        return (
             "The sandbox supervisor gave no report it could vouch for (the program killed it "
             "or tampered with its report?), so the exit status is unknown; its processes were "
             "killed as far as they could be found."
         )
-    elif exit_code is not None and exit_code < 0:
-        name = _signal_name(-exit_code)
-        if name == "SIGXCPU":
-            notes.append(f"Killed: the CPU time limit of {limits.cpu_limit_s} s was reached.")
-        elif name == "SIGSEGV":
-            notes.append(
-                "The Python interpreter crashed (SIGSEGV); very deep recursion after "
-                "sys.setrecursionlimit() is a common cause."
-            )
-        elif name == "SIGKILL":
-            notes.append(
-                "Killed by SIGKILL: the hard CPU time limit, or the system ran out of memory."
-            )
-        else:
-            notes.append(f"Killed by {name}.")
+    if exit_code is not None and exit_code < 0:
+        return _signal_note(limits, _signal_name(-exit_code))
+    return None
+
+
+def _signal_note(limits: SandboxLimits, name: str) -> str:
+    """What the signal that killed the program most likely means here."""
+    if name == "SIGXCPU":
+        return f"Killed: the CPU time limit of {limits.cpu_limit_s} s was reached."
+    if name == "SIGSEGV":
+        return (
+            "The Python interpreter crashed (SIGSEGV); very deep recursion after "
+            "sys.setrecursionlimit() is a common cause."
+        )
+    if name == "SIGKILL":
+        return "Killed by SIGKILL: the hard CPU time limit, or the system ran out of memory."
+    return f"Killed by {name}."
+
+
+def _memory_and_file_notes(limits: SandboxLimits, stderr: str, oom_kills: int) -> list[str]:
+    """The memory and file-size limits, as the cgroup's OOM count and the program's stderr show."""
+    notes: list[str] = []
     if oom_kills:
         notes.append(
             f"{oom_kills} process(es) were killed because the program's processes together "
@@ -181,6 +201,12 @@ def _notes(
         notes.append(f"The program ran out of memory: the limit is {limits.memory_mb} MB.")
     if "File too large" in stderr:
         notes.append(f"A file hit the size limit of {limits.max_file_mb} MB.")
+    return notes
+
+
+def _cleanup_notes(report: dict[str, Any]) -> list[str]:
+    """What the supervisor's sweep found (or could not track) after the program exited."""
+    notes: list[str] = []
     leftovers = int(report.get("leftovers") or 0)
     if leftovers:
         notes.append(
@@ -189,13 +215,17 @@ def _notes(
         )
     if report and not report.get("subreaper", True):
         notes.append("Detached processes could not be tracked here; some may have survived.")
-    for name, capture in zip(("stdout", "stderr"), captures, strict=True):
-        if capture.cut:
-            notes.append(
-                f"{name} was {capture.total:,} bytes; only the first and last "
-                f"{len(capture.head) + len(capture.tail):,} are kept."
-            )
     return notes
+
+
+def _cut_notes(captures: list[_Capture]) -> list[str]:
+    """Which of stdout and stderr were cut to their caps, so the model prints less."""
+    return [
+        f"{name} was {capture.total:,} bytes; only the first and last "
+        f"{len(capture.head) + len(capture.tail):,} are kept."
+        for name, capture in zip(("stdout", "stderr"), captures, strict=True)
+        if capture.cut
+    ]
 
 
 def _parse_report(raw: bytes) -> dict[str, Any]:
