@@ -120,46 +120,60 @@ class Transport:
         at it, for the message when it cannot be reached.
         """
         shown = display_url(url)
-        phases = httpx.Timeout(self.limit_s, connect=min(CONNECT_TIMEOUT_S, self.limit_s))
         try:
             # httpx's timeouts are per phase (connect, each read); a server that trickles
             # bytes could exceed them many times over, so the whole exchange is bounded too.
             async with asyncio.timeout(self.limit_s):
-                async with self.client.stream(
-                    method, url, timeout=phases, follow_redirects=follow_redirects, **kwargs
-                ) as response:
-                    content = await _read_capped(response, label)
-                    return HttpReply(
-                        status=response.status_code,
-                        headers=response.headers,
-                        content=content,
-                        encoding=response.encoding or "utf-8",
-                    )
-        except (TimeoutError, httpx.TimeoutException):
+                return await self._exchange(method, url, label, follow_redirects, kwargs)
+        except (TimeoutError, httpx.RequestError) as exc:
+            raise self._failure(exc, label, shown, configure) from None
+
+    async def _exchange(
+        self, method: str, url: str, label: str, follow_redirects: bool, kwargs: dict[str, Any]
+    ) -> HttpReply:
+        """The request and its body (at most ``MAX_BODY_BYTES``), each phase time-bounded."""
+        phases = httpx.Timeout(self.limit_s, connect=min(CONNECT_TIMEOUT_S, self.limit_s))
+        async with self.client.stream(
+            method, url, timeout=phases, follow_redirects=follow_redirects, **kwargs
+        ) as response:
+            content = await _read_capped(response, label)
+            return HttpReply(
+                status=response.status_code,
+                headers=response.headers,
+                content=content,
+                encoding=response.encoding or "utf-8",
+            )
+
+    def _failure(
+        self, exc: TimeoutError | httpx.RequestError, label: str, shown: str, configure: str
+    ) -> ToolError:
+        """What the model is told when the exchange failed: a timeout, a redirect loop, an
+        unreachable provider, or a broken exchange (most specific first: a timeout is also
+        a transport error)."""
+        if isinstance(exc, TimeoutError | httpx.TimeoutException):
             logger.warning("search: %s timed out after %.1f s", label, self.limit_s)
-            raise ToolError(
+            return ToolError(
                 f"{label} did not answer within {self.limit_s:.3g} s ({shown}): check network "
                 f"access to it, or raise AGENTLOOP_SEARCH_TIMEOUT_S",
                 hint="try the search once more, or answer without it and say search was slow",
-            ) from None
-        except httpx.TooManyRedirects:
-            raise ToolError(
+            )
+        if isinstance(exc, httpx.TooManyRedirects):
+            return ToolError(
                 f"{label} redirected too many times ({shown}): check {configure}",
                 hint="answer without web search and say that it is misconfigured",
-            ) from None
-        except httpx.TransportError as exc:
+            )
+        if isinstance(exc, httpx.TransportError):
             logger.warning("search: %s unreachable: %s", label, type(exc).__name__)
-            raise ToolError(
+            return ToolError(
                 f"could not reach {label} at {shown} ({type(exc).__name__}): check {configure} "
                 "and that the function has outbound internet access",
                 hint="answer without web search and say that search is unavailable",
-            ) from None
-        except httpx.RequestError as exc:  # e.g. a body that does not decompress
-            logger.warning("search: %s exchange failed: %s", label, type(exc).__name__)
-            raise ToolError(
-                f"the exchange with {label} at {shown} failed ({type(exc).__name__})",
-                hint="try the search once more, or answer without it",
-            ) from None
+            )
+        logger.warning("search: %s exchange failed: %s", label, type(exc).__name__)
+        return ToolError(  # e.g. a body that does not decompress
+            f"the exchange with {label} at {shown} failed ({type(exc).__name__})",
+            hint="try the search once more, or answer without it",
+        )
 
 
 async def _read_capped(response: httpx.Response, label: str) -> bytes:
