@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +295,15 @@ def _run_in(
             group.remove()
 
 
+@dataclass
+class _Output:
+    """Where the supervisor's three pipes go: the program's stdout and stderr, and the report."""
+
+    out: _Capture
+    err: _Capture
+    report: bytearray = field(default_factory=bytearray)
+
+
 def _supervised(
     workdir: str,
     limits: SandboxLimits,
@@ -301,9 +311,30 @@ def _supervised(
     isolation: Isolation,
     group: cgroups.RunCgroup | None,
 ) -> RunOutcome:
+    """Start the supervisor, read its pipes until the run is over, and judge its report."""
     argv, own_uid = _program(workdir, limits, isolation)
     report_r, report_w = os.pipe()
-    config = {
+    config = _supervisor_config(argv, own_uid, limits, isolation, group, report_w)
+    started = time.monotonic()
+    proc = _start_supervisor(workdir, config, report_r, report_w)
+    output = _Output(_Capture(limits.max_stdout_bytes), _Capture(limits.max_stderr_bytes))
+    runner_stop = _read_to_end(proc, report_r, output, limits, started, cancel)
+    # Believed only from a supervisor that ended by itself with status 0: a program that
+    # wrote a report of its own and then killed the supervisor gets "supervisor_lost".
+    report = _parse_report(bytes(output.report)) if proc.returncode == 0 else {}
+    return _outcome(report, runner_stop, output, limits, isolation, group, started)
+
+
+def _supervisor_config(
+    argv: list[str],
+    own_uid: bool,
+    limits: SandboxLimits,
+    isolation: Isolation,
+    group: cgroups.RunCgroup | None,
+    report_w: int,
+) -> dict[str, Any]:
+    """Everything the supervisor is told, as one JSON argument (it imports no agentloop)."""
+    return {
         "argv": argv,
         "timeout_s": limits.timeout_s,
         "rlimits": _rlimits(limits),
@@ -319,10 +350,15 @@ def _supervised(
         "report_fd": report_w,
         "parent_pid": os.getpid(),
     }
-    started = time.monotonic()
+
+
+def _start_supervisor(
+    workdir: str, config: dict[str, Any], report_r: int, report_w: int
+) -> subprocess.Popen[bytes]:
+    """Start the supervisor in a session of its own; afterwards only it holds ``report_w``."""
     try:
         # The supervisor needs no site-packages and must not write bytecode anywhere.
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), json.dumps(config)],
             cwd=workdir,
             env=scrubbed_env(workdir),
@@ -339,14 +375,23 @@ def _supervised(
     finally:
         os.close(report_w)
 
+
+def _read_to_end(
+    proc: subprocess.Popen[bytes],
+    report_r: int,
+    output: _Output,
+    limits: SandboxLimits,
+    started: float,
+    cancel: threading.Event | None,
+) -> str | None:
+    """:func:`_pump` the pipes, then - whatever happened - kill what is left and reap.
+
+    Returns why the runner itself stopped the run, if it did.
+    """
     assert proc.stdout is not None
     assert proc.stderr is not None
-    out = _Capture(limits.max_stdout_bytes)
-    err = _Capture(limits.max_stderr_bytes)
-    raw_report = bytearray()
-    runner_stop: str | None = None
     try:
-        runner_stop = _pump(proc, report_r, out, err, raw_report, limits, started, cancel)
+        return _pump(proc, report_r, output, limits, started, cancel)
     finally:
         # Normally a no-op (one scan of /proc); after a supervisor that was killed or stuck,
         # or one whose sweep missed something, it kills what is left from outside.
@@ -356,12 +401,21 @@ def _supervised(
         proc.stdout.close()
         proc.stderr.close()
 
-    # Believed only from a supervisor that ended by itself with status 0: a program that
-    # wrote a report of its own and then killed the supervisor gets "supervisor_lost".
-    report = _parse_report(bytes(raw_report)) if proc.returncode == 0 else {}
+
+def _outcome(
+    report: dict[str, Any],
+    runner_stop: str | None,
+    output: _Output,
+    limits: SandboxLimits,
+    isolation: Isolation,
+    group: cgroups.RunCgroup | None,
+    started: float,
+) -> RunOutcome:
+    """The run's outcome from a report already judged; without one, the exit is unknown."""
     finished = "exit_code" in report
     stopped_by = runner_stop or (report.get("stopped_by") if finished else "supervisor_lost")
     exit_code: int | None = report.get("exit_code") if finished else None
+    out, err = output.out, output.err
     stderr = err.text()
     _raise_if_not_started(finished, exit_code, stderr, isolation)
     run_s = report.get("run_s")
@@ -394,9 +448,7 @@ def _raise_if_not_started(
 def _pump(
     proc: subprocess.Popen[bytes],
     report_r: int,
-    out: _Capture,
-    err: _Capture,
-    raw_report: bytearray,
+    output: _Output,
     limits: SandboxLimits,
     started: float,
     cancel: threading.Event | None,
@@ -408,9 +460,9 @@ def _pump(
     assert proc.stdout is not None
     assert proc.stderr is not None
     sinks: dict[int, _Capture | bytearray] = {
-        proc.stdout.fileno(): out,
-        proc.stderr.fileno(): err,
-        report_r: raw_report,
+        proc.stdout.fileno(): output.out,
+        proc.stderr.fileno(): output.err,
+        report_r: output.report,
     }
     backstop = started + limits.timeout_s + BACKSTOP_GRACE_S
     stop_reason: str | None = None
