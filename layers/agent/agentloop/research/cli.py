@@ -135,46 +135,55 @@ def summary_table(outcomes: Sequence[JobOutcome], rejections: Sequence[Rejection
     partial) from one that ``succeeded``, which the stop reason alone leaves to the reader;
     seconds and invocations count every invocation the job took.
     """
-    header = [
-        "job",
-        "status",
-        "stop reason",
-        "tokens",
-        "seconds",
-        "invocations",
-        "cost",
-        "report",
-    ]
-    rows = [
-        [
-            o.job_id,
-            o.status,
-            o.stop_reason,
-            f"{o.tokens:,}",
-            f"{o.seconds:.1f}",
-            str(o.invocations),
-            dollars(o.cost_usd),
-            o.location,
-            o.error or "",
-        ]
-        for o in outcomes
-    ]
-    by_job: dict[str, list[Rejection]] = {}
-    for rejection in rejections:
-        by_job.setdefault(rejection.job, []).append(rejection)
-    for job, problems in by_job.items():
-        why = "; ".join(f"{r.field}: {r.message}" for r in problems)
-        rows.append([job, "rejected", "-", "-", "-", "-", "-", "-", why])
+    rows = [*(_outcome_row(o) for o in outcomes), *_rejection_rows(rejections)]
+    header = list(_COLUMNS)
     if any(row[-1] for row in rows):
         header.append("error")
     else:
         rows = [row[:-1] for row in rows]
+    return _aligned(header, rows)
+
+
+_COLUMNS = ("job", "status", "stop reason", "tokens", "seconds", "invocations", "cost", "report")
+_NUMERIC_COLUMNS = {3, 4, 5, 6}
+
+
+def _outcome_row(outcome: JobOutcome) -> list[str]:
+    """A job that ran: its figures, and its error last (blank when it has none)."""
+    return [
+        outcome.job_id,
+        outcome.status,
+        outcome.stop_reason,
+        f"{outcome.tokens:,}",
+        f"{outcome.seconds:.1f}",
+        str(outcome.invocations),
+        dollars(outcome.cost_usd),
+        outcome.location,
+        outcome.error or "",
+    ]
+
+
+def _rejection_rows(rejections: Sequence[Rejection]) -> list[list[str]]:
+    """One row per rejected job, all its problems in its error cell: it never ran, so it has
+    no figures."""
+    by_job: dict[str, list[Rejection]] = {}
+    for rejection in rejections:
+        by_job.setdefault(rejection.job, []).append(rejection)
+    rows = []
+    for job, problems in by_job.items():
+        why = "; ".join(f"{r.field}: {r.message}" for r in problems)
+        rows.append([job, "rejected", "-", "-", "-", "-", "-", "-", why])
+    return rows
+
+
+def _aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Plain-text columns, each as wide as its widest cell, numbers right-aligned so their
+    digits line up."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
-    numeric = {3, 4, 5, 6}
 
     def line(cells: Sequence[str]) -> str:
         parts = [
-            cell.rjust(width) if i in numeric else cell.ljust(width)
+            cell.rjust(width) if i in _NUMERIC_COLUMNS else cell.ljust(width)
             for i, (cell, width) in enumerate(zip(cells, widths, strict=False))
         ]
         return "  ".join(parts).rstrip()
