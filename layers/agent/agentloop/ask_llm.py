@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
@@ -23,6 +23,9 @@ from agentloop.events import Done, SubagentFinish, SubagentStart
 from agentloop.limits import TokenBudget
 from agentloop.models import ChatRequest, Sampling, UserMessage
 from agentloop.tools.base import NestedRuns, RunInfo, Tool, ToolContext, ToolError, tool
+
+if TYPE_CHECKING:
+    from agentloop.chat import ChatContext
 
 NAME = "ask_llm"
 
@@ -87,11 +90,12 @@ async def _ask(args: AskArgs, ctx: ToolContext) -> Any:
 async def _run_subagent(
     query: str, budget: TokenBudget, depth: int, ctx: ToolContext, runs: NestedRuns
 ) -> dict[str, Any]:
-    from agentloop.chat import AgentSetup, ChatContext, handle_chat  # outer layer: at use
+    """One sub-agent run: announced, its events forwarded as they happen, its ``done``
+    turned into a ``subagent_finish`` event and its answer into the tool's result."""
+    from agentloop.chat import handle_chat  # outer layer: imported at use
 
-    run, forward = runs.run, runs.forward
     run_id = uuid.uuid4().hex[:16]
-    forward(
+    runs.forward(
         SubagentStart(
             call_id=ctx.call_id,
             query=query,
@@ -100,8 +104,32 @@ async def _run_subagent(
             parent_call_id=ctx.call_id,
         )
     )
-    request = subagent_request(query, run, depth)
-    context = ChatContext(
+    request = subagent_request(query, runs.run, depth)
+    context = _subagent_context(runs.run, ctx, budget, depth, run_id)
+    done: Done | None = None
+    async for event in handle_chat(request, context):
+        if isinstance(event, Done) and event.run_id == run_id:
+            done = event
+        else:
+            runs.forward(event)
+    assert done is not None, "handle_chat always ends with done"
+    runs.forward(_finish_event(done, budget, ctx, depth))
+    return {
+        "query": query,
+        "answer": done.text,
+        "stop_reason": done.stop_reason,
+        "tokens": done.usage.total_tokens,
+    }
+
+
+def _subagent_context(
+    run: RunInfo, ctx: ToolContext, budget: TokenBudget, depth: int, run_id: str
+) -> ChatContext:
+    """The sub-agent's context: the run's setup, deadline, cancel token and extras; its own
+    reserved share of the budget, depth and run id; the ``ask_llm`` call as its parent."""
+    from agentloop.chat import AgentSetup, ChatContext  # outer layer: imported at use
+
+    return ChatContext(
         setup=AgentSetup(config=run.config, tools=run.registry, model_factory=run.model_factory),
         deadline=ctx.deadline,
         cancel=ctx.cancel,
@@ -111,32 +139,21 @@ async def _run_subagent(
         extras=ctx.extras,
         run_id=run_id,
     )
-    done: Done | None = None
-    async for event in handle_chat(request, context):
-        if isinstance(event, Done) and event.run_id == run_id:
-            done = event
-        else:
-            forward(event)
-    assert done is not None, "handle_chat always ends with done"
-    forward(
-        SubagentFinish(
-            call_id=ctx.call_id,
-            stop_reason=done.stop_reason,
-            iterations=done.iterations,
-            usage=done.usage,
-            budget_remaining=budget.root.remaining,
-            cost_usd=done.cost_usd,
-            run_id=run_id,
-            depth=depth,
-            parent_call_id=ctx.call_id,
-        )
+
+
+def _finish_event(done: Done, budget: TokenBudget, ctx: ToolContext, depth: int) -> SubagentFinish:
+    """What the client hears of a sub-agent's end (its ``done`` stays inside the tool)."""
+    return SubagentFinish(
+        call_id=ctx.call_id,
+        stop_reason=done.stop_reason,
+        iterations=done.iterations,
+        usage=done.usage,
+        budget_remaining=budget.root.remaining,
+        cost_usd=done.cost_usd,
+        run_id=done.run_id,
+        depth=depth,
+        parent_call_id=ctx.call_id,
     )
-    return {
-        "query": query,
-        "answer": done.text,
-        "stop_reason": done.stop_reason,
-        "tokens": done.usage.total_tokens,
-    }
 
 
 def subagent_request(query: str, run: RunInfo, depth: int) -> ChatRequest:
