@@ -32,7 +32,14 @@ from typing import TextIO
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.limits import Deadline
 from agentloop.model_calls import MIN_TURN_S
-from agentloop.research.jobs import JobMessage, JobsInputError, Rejection, parse_jobs_text
+from agentloop.research.jobs import (
+    JobMessage,
+    JobsInputError,
+    JobSpec,
+    ParsedJobs,
+    Rejection,
+    parse_jobs_text,
+)
 from agentloop.research.planner import plan_check, read_s3_text
 from agentloop.research.report import dollars
 from agentloop.research.runner import JobOutcome, JobRunner
@@ -235,16 +242,32 @@ def main(
     args = _parser().parse_args(argv)
     # The table reports each job's failure; log lines would only repeat it between bars.
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "ERROR"), stream=err)
-    if args.concurrency < 1:
-        print("error: --concurrency must be at least 1", file=err)
+    try:
+        config, tools, parsed = _prepare(args, tools)
+    except _UsageError as exc:
+        print(f"error: {exc}", file=err)
         return 2
-    if args.invocation_timeout is not None and not args.invocation_timeout > 0:
-        print("error: --invocation-timeout must be a positive number of seconds", file=err)
-        return 2
-    if tools is None:
-        from agentloop.defaults import default_registry
+    for rejection in parsed.rejections:
+        print(f"rejected: {rejection}", file=err)
+    outcomes = _run_locally(parsed.jobs, args, config=config, tools=tools, err=err)
+    out.write("\n" + summary_table(outcomes, parsed.rejections))
+    ok = all(o.status != "failed" for o in outcomes) and not parsed.rejections
+    return 0 if ok else 1
 
-        tools = default_registry()
+
+class _UsageError(ValueError):
+    """What stops the command before any job runs (an option, the configuration, the jobs
+    file): exit status 2."""
+
+
+def _prepare(
+    args: argparse.Namespace, tools: ToolRegistry | None
+) -> tuple[AgentConfig, ToolRegistry, ParsedJobs]:
+    """The configuration, the tools and the jobs read and checked, each job against the
+    worker's plan, so that a job the worker would refuse is rejected before any runs."""
+    _check_options(args)
+    if tools is None:
+        tools = _default_tools()
     try:
         config = AgentConfig.from_env()
         text = _read(args.jobs)
@@ -252,34 +275,56 @@ def main(
             text, name=args.jobs, known_tools=tools.names, check=plan_check(config, tools)
         )
     except (OSError, JobsInputError, ConfigurationError) as exc:
-        print(f"error: {exc}", file=err)
-        return 2
-    least = config.deadline_reserve_s + MIN_TURN_S
-    if args.invocation_timeout is not None and args.invocation_timeout <= least:
-        print(
-            f"error: --invocation-timeout must be more than {least:g} s: no turn would start "
-            f"(each needs {MIN_TURN_S:g} s beyond AGENTLOOP_DEADLINE_RESERVE_S, "
-            f"{config.deadline_reserve_s:g} s)",
-            file=err,
-        )
-        return 2
-    for rejection in parsed.rejections:
-        print(f"rejected: {rejection}", file=err)
+        raise _UsageError(str(exc)) from None
+    _check_invocation_timeout(args.invocation_timeout, config)
+    return config, tools, parsed
 
+
+def _check_options(args: argparse.Namespace) -> None:
+    """The options that need no configuration, checked before anything is loaded."""
+    if args.concurrency < 1:
+        raise _UsageError("--concurrency must be at least 1")
+    if args.invocation_timeout is not None and not args.invocation_timeout > 0:
+        raise _UsageError("--invocation-timeout must be a positive number of seconds")
+
+
+def _default_tools() -> ToolRegistry:
+    """The deployment's tools, imported only when the caller passes none (tests pass their own)."""
+    from agentloop.defaults import default_registry
+
+    return default_registry()
+
+
+def _check_invocation_timeout(timeout: float | None, config: AgentConfig) -> None:
+    """An invocation so short that no turn could start would suspend forever."""
+    least = config.deadline_reserve_s + MIN_TURN_S
+    if timeout is not None and timeout <= least:
+        raise _UsageError(
+            f"--invocation-timeout must be more than {least:g} s: no turn would start "
+            f"(each needs {MIN_TURN_S:g} s beyond AGENTLOOP_DEADLINE_RESERVE_S, "
+            f"{config.deadline_reserve_s:g} s)"
+        )
+
+
+def _run_locally(
+    jobs: Sequence[JobSpec],
+    args: argparse.Namespace,
+    *,
+    config: AgentConfig,
+    tools: ToolRegistry,
+    err: TextIO,
+) -> list[JobOutcome]:
+    """The jobs as one local execution (one id, one scheduled time), through the worker's
+    runner, with the progress bar on ``err``."""
     now = datetime.now(UTC)
     execution_id = args.execution_id or f"local-{now.strftime('%Y%m%dT%H%M%SZ')}"
-    messages = [
-        JobMessage(job=job, execution_id=execution_id, scheduled_time=now) for job in parsed.jobs
-    ]
+    messages = [JobMessage(job=job, execution_id=execution_id, scheduled_time=now) for job in jobs]
     store: ResultStore = LocalResultStore(args.output) if args.output else store_from_env()
     runner = JobRunner(store=store, config=config, tools=tools)
     bar = ProgressBar(len(messages), err)
-    outcomes = asyncio.run(
+    return asyncio.run(
         _run_with_bar(messages, runner, args.concurrency, bar, args.invocation_timeout)
     )
-    out.write("\n" + summary_table(outcomes, parsed.rejections))
-    ok = all(o.status != "failed" for o in outcomes) and not parsed.rejections
-    return 0 if ok else 1
 
 
 async def _run_with_bar(
