@@ -464,46 +464,75 @@ def _pump(
         proc.stderr.fileno(): output.err,
         report_r: output.report,
     }
-    backstop = started + limits.timeout_s + BACKSTOP_GRACE_S
-    stop_reason: str | None = None
-    terminated_at: float | None = None
-    exited_at: float | None = None
+    watch = _Watch(proc, started + limits.timeout_s + BACKSTOP_GRACE_S, cancel)
     with selectors.DefaultSelector() as selector:
         for fd in sinks:
             os.set_blocking(fd, False)
             selector.register(fd, selectors.EVENT_READ)
         while selector.get_map():
-            now = time.monotonic()
-            if stop_reason is None and cancel is not None and cancel.is_set():
-                stop_reason = "cancelled"
-            elif stop_reason is None and now > backstop:
-                stop_reason = "timeout"  # the supervisor did not enforce it (stopped?)
-            if stop_reason is not None and terminated_at is None:
-                terminated_at = now
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)  # the supervisor sweeps and reports
-                    proc.send_signal(signal.SIGCONT)  # in case the program stopped it
-            if terminated_at is not None and now > terminated_at + TERMINATE_GRACE_S:
+            if watch.done_waiting(time.monotonic()):
                 break  # the caller sweeps from outside
-            if exited_at is None and _has_exited(proc):
-                exited_at = now
-            if exited_at is not None and now > exited_at + PIPE_DRAIN_S:
-                break  # the supervisor is gone; whoever holds the pipes escaped it
-            for key, _ in selector.select(timeout=0.05):
-                fd = int(key.fd)
-                try:
-                    data = os.read(fd, READ_CHUNK)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    selector.unregister(fd)
-                    continue
-                sink = sinks[fd]
-                if isinstance(sink, _Capture):
-                    sink.feed(data)
-                else:
-                    sink += data
-    return stop_reason
+            _read_ready(selector, sinks)
+    return watch.stop_reason
+
+
+class _Watch:
+    """The runner's check on each pass: stop what the supervisor did not, give up on the pipes.
+
+    It is the backstop for a supervisor that was stopped or killed, and for a process that
+    escaped the sweep and holds the pipes open.
+    """
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], backstop: float, cancel: threading.Event | None
+    ) -> None:
+        self.proc = proc
+        self.backstop = backstop
+        self.cancel = cancel
+        self.stop_reason: str | None = None
+        self.terminated_at: float | None = None
+        self.exited_at: float | None = None
+
+    def done_waiting(self, now: float) -> bool:
+        """Stop the run if it must stop; True once reading on is pointless."""
+        if self.stop_reason is None:
+            self.stop_reason = self._reason_to_stop(now)
+        if self.stop_reason is not None and self.terminated_at is None:
+            self.terminated_at = now
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)  # the supervisor sweeps and reports
+                self.proc.send_signal(signal.SIGCONT)  # in case the program stopped it
+        if self.terminated_at is not None and now > self.terminated_at + TERMINATE_GRACE_S:
+            return True  # the supervisor did not finish after SIGTERM
+        if self.exited_at is None and _has_exited(self.proc):
+            self.exited_at = now
+        # The supervisor is gone; whoever still holds the pipes escaped it.
+        return self.exited_at is not None and now > self.exited_at + PIPE_DRAIN_S
+
+    def _reason_to_stop(self, now: float) -> str | None:
+        if self.cancel is not None and self.cancel.is_set():
+            return "cancelled"
+        if now > self.backstop:
+            return "timeout"  # the supervisor did not enforce it (stopped?)
+        return None
+
+
+def _read_ready(selector: selectors.BaseSelector, sinks: dict[int, _Capture | bytearray]) -> None:
+    """One short wait for the pipes; what is ready goes to its sink, a closed pipe is dropped."""
+    for key, _ in selector.select(timeout=0.05):
+        fd = int(key.fd)
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            continue
+        if not data:
+            selector.unregister(fd)
+            continue
+        sink = sinks[fd]
+        if isinstance(sink, _Capture):
+            sink.feed(data)
+        else:
+            sink += data
 
 
 def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
