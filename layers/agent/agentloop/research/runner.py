@@ -39,7 +39,7 @@ from agentloop.events import EVENT_ADAPTER, Done, Event
 from agentloop.limits import Deadline, LambdaContextLike
 from agentloop.llm.base import ChatModel
 from agentloop.llm.registry import get_model
-from agentloop.models import RunProgress
+from agentloop.models import ChatRequest, RunProgress
 from agentloop.research.checkpoint import (
     Checkpoints,
     JobState,
@@ -320,17 +320,36 @@ class _Invocation:
         return time.monotonic() - self.start
 
     async def run(self, deadline: Deadline | None) -> JobOutcome:
-        job, state = self.message.job, self.state
+        """The job from where its checkpoint left it to this invocation's outcome; a delivery
+        that takes the job over meanwhile makes this one ``skipped``."""
+        job = self.message.job
         run_deadline, last = self._plan(deadline)
-        request = job_request(job, state.messages)
+        request = job_request(job, self.state.messages)
+        context = self._context(run_deadline, last)
+        recorder = RoundRecorder(self.state.iterations, self.state.usage_by_depth)
+        crash: str | None = None
+        try:
+            await self._stream(request, context, recorder)
+        except StaleCheckpoint as exc:
+            logger.warning("research job %s: another delivery took it over: %s", job.id, exc)
+            return self.runner._state_outcome(self.message, self.state, "skipped")
+        except Exception as exc:  # a bug below: keep what was gathered, say what broke
+            logger.exception("research job %s crashed", job.id)
+            crash = f"internal error: {type(exc).__name__}: {exc}"
+        return await self._end(recorder, crash)
+
+    def _context(self, deadline: Deadline, last: bool) -> ChatContext:
+        """The run's context: the progress of earlier invocations carried over, and told to
+        suspend at the deadline unless this invocation is the job's last."""
+        job, state = self.message.job, self.state
         progress = None
         if state.iterations or state.usage_by_depth:
             progress = RunProgress(
                 iterations=state.iterations, usage_by_depth=list(state.usage_by_depth)
             )
-        context = ChatContext(
+        return ChatContext(
             setup=self.runner._setup,
-            deadline=run_deadline,
+            deadline=deadline,
             request_id=f"{job.id}:{self.message.execution_id}",
             # execute_code's sandbox tenant: each job its own (job ids fit Lambda's TenantId),
             # so code run for one job never shares an execution environment with another's.
@@ -339,24 +358,24 @@ class _Invocation:
             suspend_at_deadline=not last,
             can_ask=False,  # nobody can approve a batch job's call: such tools are not offered
         )
-        recorder = RoundRecorder(state.iterations, state.usage_by_depth)
-        crash: str | None = None
+
+    async def _stream(
+        self, request: ChatRequest, context: ChatContext, recorder: RoundRecorder
+    ) -> None:
+        """Run the chat, keeping its events and writing a checkpoint after each round."""
+        stream = handle_chat(request, context)
         try:
-            stream = handle_chat(request, context)
-            try:
-                async for event in stream:
-                    self.events.append(event)
-                    if recorder.feed(event):
-                        await self._save_round(recorder)
-            finally:  # leaving early (a stale checkpoint) cancels the run and waits for it
-                with contextlib.suppress(Exception):
-                    await stream.aclose()  # type: ignore[attr-defined]
-        except StaleCheckpoint as exc:
-            logger.warning("research job %s: another delivery took it over: %s", job.id, exc)
-            return self.runner._state_outcome(self.message, self.state, "skipped")
-        except Exception as exc:  # a bug below: keep what was gathered, say what broke
-            logger.exception("research job %s crashed", job.id)
-            crash = f"internal error: {type(exc).__name__}: {exc}"
+            async for event in stream:
+                self.events.append(event)
+                if recorder.feed(event):
+                    await self._save_round(recorder)
+        finally:  # leaving early (a stale checkpoint) cancels the run and waits for it
+            with contextlib.suppress(Exception):
+                await stream.aclose()  # type: ignore[attr-defined]
+
+    async def _end(self, recorder: RoundRecorder, crash: str | None) -> JobOutcome:
+        """Record how the run ended: a failure keeps its progress for the retry, a suspension
+        hands the job on, an answer writes the reports and marks the job finished."""
         facts = self._facts()
         error = crash or _run_error(facts)
         if error is not None:
@@ -369,7 +388,7 @@ class _Invocation:
         try:
             outcome = self.runner.finish(facts)
         except Exception as exc:  # the store refused: record it if it still can
-            logger.exception("research job %s: storing the results failed", job.id)
+            logger.exception("research job %s: storing the results failed", self.message.job.id)
             return self.runner._fail(
                 facts, f"storing the results failed: {type(exc).__name__}: {exc}"
             )
