@@ -387,49 +387,20 @@ def supervise(config: dict[str, Any]) -> dict[str, Any]:
     """Run the code under the limits of ``config``; what happened, as a JSON-able dict."""
     me = os.getpid()
     subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1)
-    rlimits: dict[str, list[int]] = dict(config["rlimits"])
-    nproc = _nproc_limit(config)
-    if nproc is not None:
-        rlimits["RLIMIT_NPROC"] = list(nproc)
-    elif not config.get("cgroup_procs"):
-        config = {**config, "poll_tasks": True}  # root, no pids cgroup: count the tasks
-    polled = bool(config.get("poll_tasks") or config.get("poll_memory_bytes"))
+    config = _with_nproc(config)
 
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     started = time.monotonic()
     deadline = started + float(config["timeout_s"])
-    pid = os.fork()
-    if pid == 0:
-        _exec_code({**config, "rlimits": rlimits})
-    with contextlib.suppress(OSError):
-        os.setpgid(pid, pid)  # also here, so the group exists before any killpg below
+    pid = _start_code(config)
 
     statuses: dict[int, int] = {}
-    stopped_by: str | None = None
-    while pid not in statuses:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            stopped_by = "timeout"
-            break
-        wait = min(remaining, PROCESS_POLL_S) if polled else remaining
-        info = signal.sigtimedwait(WATCHED, wait)
-        if info is not None and info.si_signo in STOP_SIGNALS:
-            stopped_by = "cancelled"
-            break
-        reap(statuses)
-        if polled and pid not in statuses and (over := _over_limit(me, config)):
-            stopped_by = over
-            break
+    stopped_by = _watch(pid, me, config, deadline, statuses)
     ended = time.monotonic()
 
     # Whatever still runs once the program has exited was left behind on purpose or not.
     leftovers = max(0, count_live(me) - int(config.get("helpers", 0))) if stopped_by is None else 0
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
-    kill_descendants(me, statuses=statuses)
-    if pid not in statuses:  # killed above: wait for it so its status is known
-        with contextlib.suppress(ChildProcessError):
-            statuses[pid] = os.waitpid(pid, 0)[1]
+    _kill_all(pid, me, statuses)
     status = statuses.get(pid)
     return {
         "exit_code": None if status is None else os.waitstatus_to_exitcode(status),
@@ -438,6 +409,61 @@ def supervise(config: dict[str, Any]) -> dict[str, Any]:
         "subreaper": subreaper,
         "run_s": ended - started,
     }
+
+
+def _with_nproc(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with RLIMIT_NPROC among the code's rlimits, or else with the tasks polled.
+
+    Polled only where neither RLIMIT_NPROC (root) nor a pids cgroup binds.
+    """
+    nproc = _nproc_limit(config)
+    if nproc is not None:
+        return {**config, "rlimits": {**config["rlimits"], "RLIMIT_NPROC": list(nproc)}}
+    if not config.get("cgroup_procs"):
+        return {**config, "poll_tasks": True}  # root, no pids cgroup: count the tasks
+    return config
+
+
+def _start_code(config: dict[str, Any]) -> int:
+    """Fork the child that becomes the program; its pid, which is also its process group."""
+    pid = os.fork()
+    if pid == 0:
+        _exec_code(config)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # also here, so the group exists before any killpg
+    return pid
+
+
+def _watch(
+    pid: int, me: int, config: dict[str, Any], deadline: float, statuses: dict[int, int]
+) -> str | None:
+    """Wait for the program to exit; or why it was stopped first (time, a signal, a limit).
+
+    The watched signals are blocked, so they wait here for ``sigtimedwait`` to take them.
+    """
+    polled = bool(config.get("poll_tasks") or config.get("poll_memory_bytes"))
+    while pid not in statuses:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout"
+        wait = min(remaining, PROCESS_POLL_S) if polled else remaining
+        info = signal.sigtimedwait(WATCHED, wait)
+        if info is not None and info.si_signo in STOP_SIGNALS:
+            return "cancelled"
+        reap(statuses)
+        if polled and pid not in statuses and (over := _over_limit(me, config)):
+            return over
+    return None
+
+
+def _kill_all(pid: int, me: int, statuses: dict[int, int]) -> None:
+    """Kill the program's group and every descendant, and collect the program's status."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    kill_descendants(me, statuses=statuses)
+    if pid not in statuses:  # killed above: wait for it so its status is known
+        with contextlib.suppress(ChildProcessError):
+            statuses[pid] = os.waitpid(pid, 0)[1]
 
 
 def main(argv: list[str]) -> int:
