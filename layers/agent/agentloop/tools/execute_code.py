@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
-from agentloop.sandbox.models import MAX_CODE_CHARS
+from agentloop.sandbox.models import MAX_CODE_CHARS, SandboxLimits
 from agentloop.sandbox.runner import SandboxError
 from agentloop.sandbox.settings import SandboxSettings
 from agentloop.tools.base import Tool, ToolContext, ToolError, tool
@@ -74,38 +74,14 @@ def execute_code_tool(settings: SandboxSettings | None = None) -> Tool:
             description="Wall-clock limit in seconds.",
         )
 
-    description = DESCRIPTION.format(
-        timeout=limits.timeout_s,
-        max_timeout=max_timeout,
-        memory=limits.memory_mb,
-        processes=limits.max_processes,
-        file_mb=limits.max_file_mb,
-        stdout=limits.max_stdout_bytes,
-    )
-
     @tool(
         name="execute_code",
-        description=description,
+        description=_description(limits, max_timeout),
         timeout_s=max_timeout + overhead,
     )
     async def execute_code(args: ExecuteCodeArgs, ctx: ToolContext) -> dict[str, Any]:
-        if (
-            backend.name == "local"
-            and os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
-            and not allow_local_on_lambda
-        ):
-            # Code run here could read this function's credentials and keys.
-            raise ToolError(
-                "execute_code is not configured: this server has no sandbox function",
-                hint="answer without running code",
-            )
-        timeout = min(args.timeout_s, ctx.deadline.remaining() - overhead)
-        if timeout < MIN_RUN_S:
-            raise ToolError(
-                "too little time is left in this request to run code",
-                hint="answer with what you have",
-            )
-        run_limits = limits.model_copy(update={"timeout_s": round(timeout, 1)})
+        _refuse_local_on_lambda(backend.name, allow_local_on_lambda)
+        run_limits = _run_limits(limits, args.timeout_s, ctx, overhead)
         # Who the run is for: with per-tenant isolation, the sandbox environment it may use.
         tenant = ctx.extras.get(SANDBOX_TENANT_KEY)
         try:
@@ -117,3 +93,42 @@ def execute_code_tool(settings: SandboxSettings | None = None) -> Tool:
         return outcome.model_dump(mode="json")
 
     return execute_code
+
+
+def _description(limits: SandboxLimits, max_timeout: float) -> str:
+    """The tool's description, with the limits this server really applies."""
+    return DESCRIPTION.format(
+        timeout=limits.timeout_s,
+        max_timeout=max_timeout,
+        memory=limits.memory_mb,
+        processes=limits.max_processes,
+        file_mb=limits.max_file_mb,
+        stdout=limits.max_stdout_bytes,
+    )
+
+
+def _refuse_local_on_lambda(backend: str, allow_local_on_lambda: bool) -> None:
+    """No local runs inside a Lambda function unless allowed (never for the chat)."""
+    if (
+        backend == "local"
+        and os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+        and not allow_local_on_lambda
+    ):
+        # Code run here could read this function's credentials and keys.
+        raise ToolError(
+            "execute_code is not configured: this server has no sandbox function",
+            hint="answer without running code",
+        )
+
+
+def _run_limits(
+    limits: SandboxLimits, timeout_s: float, ctx: ToolContext, overhead: float
+) -> SandboxLimits:
+    """This run's limits: its time limit cut to what the request's deadline leaves."""
+    timeout = min(timeout_s, ctx.deadline.remaining() - overhead)
+    if timeout < MIN_RUN_S:
+        raise ToolError(
+            "too little time is left in this request to run code",
+            hint="answer with what you have",
+        )
+    return limits.model_copy(update={"timeout_s": round(timeout, 1)})
