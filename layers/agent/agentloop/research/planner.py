@@ -194,25 +194,11 @@ def plan(
     Without an execution id (an input that did not come through the scheduler), the
     fallback is used - on Lambda the request id, which Lambda's own retries keep.
     """
-    try:
-        schedule = ScheduleInput.model_validate(event)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or '(input)'}: {e['msg']}" for e in exc.errors()
-        )
-        raise JobsInputError(f"the schedule's input is not usable: {problems}") from None
+    schedule = _schedule_input(event)
     execution_id = schedule.execution_id or fallback_execution_id or f"manual-{uuid.uuid4()}"
     scheduled_time = schedule.scheduled_time or now()
     parsed, source = load_jobs(schedule, known_tools=known_tools, check=check, read_s3=read_s3)
-    messages = [
-        JobMessage(
-            job=job,
-            execution_id=execution_id,
-            scheduled_time=scheduled_time,
-            schedule_arn=schedule.schedule_arn,
-        )
-        for job in parsed.jobs
-    ]
+    messages = _job_messages(parsed.jobs, schedule, execution_id, scheduled_time)
     for rejection in parsed.rejections:
         logger.warning("research job rejected: %s", rejection)
     if messages:
@@ -225,15 +211,52 @@ def plan(
         rejected=parsed.rejections,
         dry_run=isinstance(sender, PrintSender),
     )
+    _log_queued(summary, parsed)
+    return summary
+
+
+def _log_queued(summary: PlanSummary, parsed: ParsedJobs) -> None:
+    """One structured line per planning: how many jobs were queued and how many rejected
+    (each rejection has its own warning already)."""
     logger.info(
         "research jobs queued",
         extra={
-            "execution_id": execution_id,
-            "queued": len(messages),
+            "execution_id": summary.execution_id,
+            "queued": len(summary.queued),
             "rejected": len(parsed.rejected_jobs),
         },
     )
-    return summary
+
+
+def _schedule_input(event: Mapping[str, Any]) -> ScheduleInput:
+    """The schedule's input, or one error naming every field at fault: nothing is queued
+    from an input that is wrong as a whole."""
+    try:
+        return ScheduleInput.model_validate(event)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '(input)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise JobsInputError(f"the schedule's input is not usable: {problems}") from None
+
+
+def _job_messages(
+    jobs: Sequence[JobSpec],
+    schedule: ScheduleInput,
+    execution_id: str,
+    scheduled_time: datetime,
+) -> list[JobMessage]:
+    """One message per job, each carrying the execution it belongs to: the worker's
+    idempotency key and results folder come from it."""
+    return [
+        JobMessage(
+            job=job,
+            execution_id=execution_id,
+            scheduled_time=scheduled_time,
+            schedule_arn=schedule.schedule_arn,
+        )
+        for job in jobs
+    ]
 
 
 def _chunks(messages: Sequence[JobMessage]) -> list[list[JobMessage]]:
