@@ -21,7 +21,7 @@ from agentloop.events import Event
 from agentloop.limits import CancelToken
 from agentloop.logs import hide_query_strings
 from agentloop.models import ChatRequest
-from agentloop.server.app import lifespan, middleware
+from agentloop.server.app import lifespan, middleware, on_shutdown
 from agentloop.server.body import refuse_declared_oversize
 from agentloop.server.errors import EXCEPTION_HANDLERS
 from agentloop.server.faces import face_route
@@ -68,6 +68,7 @@ class McpRoute:
         state = request.app.state
         if getattr(state, "mcp", None) is None:
             state.mcp = McpEndpoint(service.limits.max_body_bytes)
+            on_shutdown(request.app, state.mcp.close)
         tools = ToolChoice.of(service.tools, service.config)  # `ask`'s schema lists them
         await state.mcp.handle(scope, receive, send, Seat(start, tools))
 

@@ -356,3 +356,19 @@ async def test_tools_that_wait_for_approval_are_not_offered(
     assert isinstance(block, types.TextContent)
     assert "approval" in block.text
     assert llm.requests == []
+
+
+async def test_the_session_manager_the_first_request_started_stops_with_the_app(
+    llm: ScriptedLLM, provider_env: ScriptedLLM
+) -> None:
+    """The MCP SDK's session manager lives in a task the first ``/mcp`` request starts; the
+    route asks the app to stop it at shutdown (``server.app.on_shutdown``)."""
+    app = create_app(make_service([echo]))
+    with LoopbackServer(app, name="mcp-shutdown", lifespan="on") as server:
+        async with open_mcp_session(server.url) as mcp_session:
+            await mcp_session.list_tools()
+        endpoint = app.state.mcp
+        assert endpoint._task is not None
+        assert not endpoint._task.done(), "running while the app serves"
+    assert endpoint._task.done(), "stopped when the app shut down"
+    assert not endpoint._task.cancelled(), "ended by the app's shutdown, not torn down with it"

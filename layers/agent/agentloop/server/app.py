@@ -1,11 +1,11 @@
 """The app around the routes: its middleware (host check first, then CORS where configured)
-and its lifespan (the service from the environment, unless one was given; MCP sessions ended
-at shutdown)."""
+and its lifespan (the service from the environment, unless one was given; at shutdown, the MCP
+client's sessions ended and whatever the routes asked to close, ``on_shutdown``)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from starlette.applications import Starlette
@@ -48,7 +48,8 @@ def middleware(
 
 def lifespan(settings: AppSettings) -> Lifespan:
     """Start-up builds the service from the environment where the app was given none (a bad
-    value stops the app, its variable named); shutdown ends the MCP sessions."""
+    value stops the app, its variable named); shutdown ends the MCP client's sessions and
+    awaits what the routes registered (:func:`on_shutdown`)."""
 
     @asynccontextmanager
     async def span(app: Starlette) -> AsyncIterator[None]:
@@ -63,7 +64,13 @@ def lifespan(settings: AppSettings) -> Lifespan:
         yield
         if app.state.service.mcp_tools is not None:  # end the MCP sessions (DELETE)
             await app.state.service.mcp_tools.close()
-        if getattr(app.state, "mcp", None) is not None:  # started by the first /mcp request
-            await app.state.mcp.close()
+        for close in getattr(app.state, "closers", ()):  # what routes started (on_shutdown)
+            await close()
 
     return span
+
+
+def on_shutdown(app: Starlette, close: Callable[[], Awaitable[None]]) -> None:
+    """Have the app await ``close`` at shutdown: for a route that started something that
+    outlives a request (the MCP face's session manager), so the app needs no knowledge of it."""
+    app.state.closers = [*getattr(app.state, "closers", ()), close]
