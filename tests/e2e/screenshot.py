@@ -5,7 +5,8 @@
 writes docs/chat-page.png (a finished answer with tool cards, a code result as terminal
 output and the sources, 1280 wide and as tall as the conversation) and, in
 test-output/screenshots/, the page at 1280x800 and 390x844: empty (with the example prompts),
-settings open (its top and its end), and that answer.
+settings open (its top and its end), and that answer; at 390x844 also a run paused on
+Approve / Deny and a token budget the page refuses.
 
 Same setup as the browser tests: the chat app on a loopback port, the scripted model behind
 it, Debian's Chromium driven by Playwright. The tools are stand-ins with canned results, so
@@ -184,6 +185,33 @@ def shoot(
     return written
 
 
+def shoot_phone_states(browser: Browser, url: str, llm: ScriptedLLM, out: Path) -> list[Path]:
+    """Two more phone shots: a run paused on Approve / Deny, and a token budget refused."""
+    written = [out / "paused-390x844.png", out / "budget-invalid-390x844.png"]
+    page = open_page(browser, url, "390x844")
+    try:
+        page.get_by_role("banner").get_by_role("button", name="Settings").click()
+        page.get_by_label("Ask before running").fill("execute_code")
+        page.get_by_role("button", name="Close").click()
+        script_answer(llm)
+        page.get_by_role("textbox", name="Message").fill(QUESTION)
+        page.keyboard.press("Enter")
+        page.locator('article.assistant[data-state="paused"]').wait_for()
+        page.screenshot(path=str(written[0]))
+        page.get_by_role("button", name="Deny").click()
+        page.locator('article.assistant[data-state="done"]').wait_for()
+        page.get_by_role("banner").get_by_role("button", name="Settings").click()
+        page.get_by_label("Token budget").fill("0")
+        page.get_by_role("button", name="Close").click()
+        page.get_by_role("textbox", name="Message").fill("And Toulouse?")
+        page.keyboard.press("Enter")
+        page.locator('#set-token-budget[aria-invalid="true"]').wait_for()
+        page.screenshot(path=str(written[1]))
+    finally:
+        page.context.close()
+    return written
+
+
 def main(argv: list[str]) -> int:
     output = Path(argv[0]) if argv else ROOT / "docs" / "chat-page.png"
     from agentloop.auth import BearerAuth, hash_token
@@ -215,6 +243,7 @@ def main(argv: list[str]) -> int:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 shots = shoot(browser, server.url, llm, SHOTS)
+                shots += shoot_phone_states(browser, server.url, llm, SHOTS)
                 page = open_page(browser, server.url, "1280x800")
                 script_answer(llm)
                 ask_and_wait(page)
