@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig
@@ -92,25 +91,17 @@ class FinishedRuns:
         return done
 
 
-class ServedApp:
+class ServedApp(LoopbackServer):
     """The chat app of ``service`` on a loopback port, and the runs the service finished.
 
-    A context manager; subclasses add what a face's tests call the app with (an SDK client,
-    a raw request)."""
+    A context manager (``LoopbackServer``'s); subclasses add what a face's tests call the app
+    with (an SDK client, a raw request)."""
 
     def __init__(self, service: ChatService, *, name: str, lifespan: str = "off") -> None:
+        super().__init__(create_app(service), name=name, lifespan=lifespan)
         self.service = service
         self.finished_runs = FinishedRuns()
         service.on_finish.append(self.finished_runs.record)
-        self._server = LoopbackServer(create_app(service), name=name, lifespan=lifespan)
-
-    @property
-    def url(self) -> str:
-        return self._server.url
-
-    @property
-    def port(self) -> int:
-        return self._server.port
 
     @property
     def finished(self) -> list[Done]:
@@ -133,21 +124,3 @@ class ServedApp:
         message_id = str(message["id"])
         assert message_id.startswith("msg-"), message_id
         return self.finished_runs.of_request(message_id.removeprefix("msg-"))
-
-    def start(self) -> Self:
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
