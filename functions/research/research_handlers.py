@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -20,6 +20,9 @@ from agentloop.logs import quiet_request_loggers
 from agentloop.research.jobs import JobCheck
 from agentloop.research.planner import plan, plan_check, sender_from_env
 from agentloop.research.worker import ResearchWorker
+
+if TYPE_CHECKING:
+    from agentloop.tools.registry import ToolRegistry
 
 _ON_LAMBDA = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
 # Off Lambda (make invoke, tests) logs go to stderr, leaving stdout to the result.
@@ -33,11 +36,17 @@ if _ON_LAMBDA:  # the library's loggers write JSON through the same handler
 
 
 @functools.cache
-def known_tools() -> tuple[str, ...]:
-    """The tool names a job may ask for: the worker's default registry."""
+def registry() -> ToolRegistry:
+    """The worker's default registry, built once for both checks below."""
     from agentloop.defaults import default_registry
 
-    return tuple(default_registry().names)
+    return default_registry()
+
+
+@functools.cache
+def known_tools() -> tuple[str, ...]:
+    """The tool names a job may ask for: the worker's default registry."""
+    return tuple(registry().names)
 
 
 @functools.cache
@@ -45,9 +54,8 @@ def job_check() -> JobCheck:
     """Each job planned as the worker will (its settings and registry), so what it would
     refuse - an unpriced model with a dollar limit, say - is rejected now."""
     from agentloop.config import AgentConfig
-    from agentloop.defaults import default_registry
 
-    return plan_check(AgentConfig.from_env(), default_registry())
+    return plan_check(AgentConfig.from_env(), registry())
 
 
 @functools.cache

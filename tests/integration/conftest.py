@@ -74,7 +74,8 @@ def aws(mocked_aws: None, monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> 
     monkeypatch.setenv("AGENTLOOP_IDEMPOTENCY_TABLE", TABLE)
     monkeypatch.setenv("AGENTLOOP_RESEARCH_QUEUE_URL", queue_url)
     research_handlers.worker.cache_clear()  # a fresh worker on this test's moto clients
-    research_handlers.job_check.cache_clear()  # and the planner's check on this test's settings
+    research_handlers.registry.cache_clear()  # and the planner's check on this test's settings
+    research_handlers.job_check.cache_clear()
     try:
         yield Aws(s3, sqs, dynamodb, queue_url, queue_arn["Attributes"]["QueueArn"])
     finally:
