@@ -9,7 +9,7 @@ own framing is checked through their real clients in tests/integration.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -17,14 +17,11 @@ import pytest
 
 from agentloop.events import (
     ApprovalRequest,
-    Done,
     ErrorEvent,
     Event,
     TextDelta,
-    TextReset,
     ToolCallResult,
     ToolCallStart,
-    TurnStart,
     UsageReport,
 )
 from agentloop.faces.ag_ui import AgUiStream, RunAgentInput
@@ -37,29 +34,8 @@ from agentloop.faces.responses import ResponsesRequest, ResponseStream
 from agentloop.faces.stream import FaceStream
 from agentloop.faces.ui_stream import UIChatRequest, UIMessageStream
 from agentloop.limits import CancelToken
-from agentloop.models import AssistantMessage, PendingCall, StopReason, Usage
-
-ANSWER = "Paris is the capital of France."
-
-
-def done(text: str = ANSWER, stop: StopReason = "completed", **fields: Any) -> Done:
-    return Done(
-        text=text,
-        stop_reason=stop,
-        iterations=1,
-        usage=Usage(prompt_tokens=10, completion_tokens=5),
-        budget_remaining=100,
-        messages=[AssistantMessage(content=text)],
-        **fields,
-    )
-
-
-def turn(iteration: int = 1) -> TurnStart:
-    return TurnStart(iteration=iteration, budget_remaining=100)
-
-
-def reset() -> TextReset:
-    return TextReset(iteration=1, reason="stream cut; the turn is retried")
+from agentloop.models import PendingCall, StopReason, Usage
+from tests.unit.face_events import ANSWER, Counted, done, reset, turn
 
 
 def usage_report() -> UsageReport:
@@ -119,22 +95,15 @@ class Streamed:
 
 
 async def run(build: Build, events: Sequence[Event]) -> Streamed:
-    consumed = 0
-
-    async def source() -> AsyncIterator[Event]:
-        nonlocal consumed
-        for event in events:
-            consumed += 1
-            yield event
-
+    source = Counted(events)
     cancel = CancelToken()
     data: list[Any] = []
-    async for frame in build(cancel).frames(source()):
+    async for frame in build(cancel).frames(source.stream()):
         assert frame.endswith(b"\n\n")
         line = next(x for x in frame.decode().splitlines() if x.startswith("data: "))
         body = line.removeprefix("data: ")
         data.append(body if body == "[DONE]" else json.loads(body))
-    return Streamed(data, consumed, cancel)
+    return Streamed(data, source.consumed, cancel)
 
 
 def ending_of(face: str, streamed: Streamed) -> Any:

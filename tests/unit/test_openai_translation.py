@@ -8,22 +8,19 @@ text cannot be taken back.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from agentloop.events import (
-    Done,
     ErrorCode,
     ErrorEvent,
     Event,
     TextDelta,
-    TextReset,
     ToolCallResult,
     ToolCallStart,
-    TurnStart,
 )
 from agentloop.faces.openai import (
     CompletionRequest,
@@ -35,33 +32,12 @@ from agentloop.faces.openai import (
 )
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
-from agentloop.models import AssistantMessage, StopReason, Usage, UserMessage
-
-ANSWER = "Paris is the capital of France."
-
-
-def done(text: str, stop: StopReason = "completed", depth: int = 0) -> Done:
-    return Done(
-        text=text,
-        stop_reason=stop,
-        iterations=1,
-        usage=Usage(prompt_tokens=10, completion_tokens=5),
-        budget_remaining=100,
-        messages=[AssistantMessage(content=text)],
-        depth=depth,
-    )
-
-
-def turn(iteration: int) -> TurnStart:
-    return TurnStart(iteration=iteration, budget_remaining=100)
+from agentloop.models import StopReason, UserMessage
+from tests.unit.face_events import ANSWER, Counted, done, reset, turn
 
 
 def delta(text: str, depth: int = 0) -> TextDelta:
     return TextDelta(text=text, depth=depth)
-
-
-def reset(iteration: int = 1, depth: int = 0) -> TextReset:
-    return TextReset(iteration=iteration, reason="stream cut; the turn is retried", depth=depth)
 
 
 def tool_round(name: str = "echo") -> list[Event]:
@@ -117,18 +93,11 @@ class Streamed:
 
 
 async def stream(events: Sequence[Event], **options: bool) -> Streamed:
-    consumed = 0
-
-    async def source() -> AsyncIterator[Event]:
-        nonlocal consumed
-        for event in events:
-            consumed += 1
-            yield event
-
+    source = Counted(events)
     cancel = CancelToken()
     translator = CompletionStream(completion_request(**options), "chatcmpl-1", "groq:m", cancel)
     frames: list[Any] = []
-    async for frame in translator.frames(source()):
+    async for frame in translator.frames(source.stream()):
         assert frame.startswith(b"data: ")
         assert frame.endswith(b"\n\n")
         data = frame[len(b"data: ") : -2].decode()
@@ -136,16 +105,12 @@ async def stream(events: Sequence[Event], **options: bool) -> Streamed:
     assert frames[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert frames[-1] == "[DONE]"
     assert frames.count("[DONE]") == 1
-    return Streamed(frames, consumed, cancel)
+    return Streamed(frames, source.consumed, cancel)
 
 
 async def collect(events: Sequence[Event], *, show_tools: bool = False) -> dict[str, Any]:
-    async def source() -> AsyncIterator[Event]:
-        for event in events:
-            yield event
-
     request = completion_request(show_tools=show_tools)
-    return await collect_completion(request, source(), "chatcmpl-1", "groq:m")
+    return await collect_completion(request, Counted(events).stream(), "chatcmpl-1", "groq:m")
 
 
 async def collect_error(events: Sequence[Event]) -> HttpError:
