@@ -49,7 +49,7 @@ the client holds them. The resumed run emits no TOOL_CALL_START again: TOOL_CALL
 against each decided call, then the rest of the run.
 """
 
-from agentloop.faces.ag_ui.request import APPROVAL_SCHEMA, PLAN_PARAMS, RunAgentInput
+from agentloop.faces.ag_ui.request import APPROVAL_SCHEMA, RunAgentInput
 from agentloop.faces.ag_ui.stream import AgUiStream
 
-__all__ = ["APPROVAL_SCHEMA", "PLAN_PARAMS", "AgUiStream", "RunAgentInput"]
+__all__ = ["APPROVAL_SCHEMA", "AgUiStream", "RunAgentInput"]

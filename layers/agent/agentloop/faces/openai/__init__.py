@@ -25,18 +25,10 @@ continued, never contradicted.
 """
 
 from agentloop.faces.openai.errors import refusal
-from agentloop.faces.openai.request import (
-    DEFAULT_MODEL_ALIAS,
-    CompletionOptions,
-    CompletionRequest,
-    OpenAIOptions,
-    StreamOptions,
-)
+from agentloop.faces.openai.request import CompletionRequest, OpenAIOptions, StreamOptions
 from agentloop.faces.openai.stream import CompletionStream, collect_completion
 
 __all__ = [
-    "DEFAULT_MODEL_ALIAS",
-    "CompletionOptions",
     "CompletionRequest",
     "CompletionStream",
     "OpenAIOptions",

@@ -30,6 +30,6 @@ HTTP error, as on the OpenAI face.
 """
 
 from agentloop.faces.responses.request import ResponsesRequest
-from agentloop.faces.responses.stream import ResponseStream, collect_response, usage_json
+from agentloop.faces.responses.stream import ResponseStream
 
-__all__ = ["ResponseStream", "ResponsesRequest", "collect_response", "usage_json"]
+__all__ = ["ResponseStream", "ResponsesRequest"]

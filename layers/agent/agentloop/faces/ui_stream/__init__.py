@@ -52,11 +52,10 @@ several) with its query, current text, tool activity, notices, error and outcome
 
 from agentloop.faces.ui_stream.chunks import usage_json
 from agentloop.faces.ui_stream.request import UIChatRequest
-from agentloop.faces.ui_stream.stream import STREAM_CUT_MESSAGE, UI_STREAM_HEADERS, UIMessageStream
+from agentloop.faces.ui_stream.stream import STREAM_CUT_MESSAGE, UIMessageStream
 
 __all__ = [
     "STREAM_CUT_MESSAGE",
-    "UI_STREAM_HEADERS",
     "UIChatRequest",
     "UIMessageStream",
     "usage_json",
