@@ -35,7 +35,7 @@ from agentloop.faces.mcp.tool import (
 )
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
-from agentloop.models import ChatRequest
+from agentloop.models import ChatRequest, run_options
 
 logger = logging.getLogger(__name__)
 
@@ -110,9 +110,7 @@ async def _call_tool(
         return argument_error(exc)
     try:
         chat_request = ChatRequest(
-            messages=[{"role": "user", "content": args.question}],
-            tools=args.tools,
-            max_iterations=args.max_iterations,
+            messages=[{"role": "user", "content": args.question}], **run_options(args)
         )
         events, cancel = seat.start(chat_request)
     except ValidationError as exc:
