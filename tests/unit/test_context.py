@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agentloop.context import CompactionSettings, compact_view
+from agentloop.context import CompactionSettings, Prompt, compact_view, measured_view
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, run_chat, tool_payload
 from tests.sample_tools import big
@@ -264,3 +264,22 @@ async def test_every_request_of_a_long_run_fits_the_configured_window(
 
 def big_text(n: int) -> str:
     return "".join(chr(ord("a") + i % 26) for i in range(n))
+
+
+# -- the view's measure --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_chars", [10**9, *range(1_000, 6_000, 331)])
+def test_the_measured_view_counts_exactly_what_it_sends(max_chars: int) -> None:
+    """A call's token estimate reuses the sizes the window measured: they must add up to the
+    view's JSON exactly, windowed or not, with a message added after it (the forced answer's
+    instruction) and with text that is not ASCII."""
+    wire = [*conversation(), answer('résumé \u202e\U0001f600 "quoted" \\ end')]
+    prompt = measured_view(wire, CompactionSettings(preview_chars=50, max_chars=max_chars))
+
+    assert prompt.messages == compact_view(wire, CompactionSettings(50, max_chars))
+    assert prompt.chars == len(json.dumps(prompt.messages, ensure_ascii=False))
+    more = prompt.plus([user("ünïcode"), user("")])
+    assert more.chars == len(json.dumps(more.messages, ensure_ascii=False))
+    assert Prompt.of([]).chars == len("[]")
+    assert Prompt.of(wire).chars == len(json.dumps(wire, ensure_ascii=False))

@@ -26,6 +26,33 @@ Wire = dict[str, Any]
 
 
 @dataclass(frozen=True)
+class Prompt:
+    """Messages to send, and the characters they serialize to, counted once.
+
+    Compacting a view already serializes each of its messages; a call's token estimate
+    reuses those sizes instead of serializing the whole view again every turn.
+    """
+
+    messages: list[Wire]
+    message_chars: int
+    """The messages' serialized lengths, summed."""
+
+    @classmethod
+    def of(cls, messages: list[Wire]) -> Prompt:
+        return cls(messages, sum(map(_chars, messages)))
+
+    @property
+    def chars(self) -> int:
+        """``len(json.dumps(messages, ensure_ascii=False))``: the brackets, and ``", "``
+        between messages."""
+        return self.message_chars + 2 * max(len(self.messages), 1)
+
+    def plus(self, more: list[Wire]) -> Prompt:
+        """These messages followed by ``more``, measured."""
+        return Prompt([*self.messages, *more], self.message_chars + sum(map(_chars, more)))
+
+
+@dataclass(frozen=True)
 class CompactionSettings:
     preview_chars: int = 400
     max_chars: int = 400_000
@@ -63,12 +90,17 @@ def _units(messages: list[Wire]) -> list[list[Wire]]:
     return units
 
 
-def _size(messages: list[Wire]) -> int:
-    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
+def _chars(message: Wire) -> int:
+    return len(json.dumps(message, ensure_ascii=False))
 
 
 def compact_view(wire: list[Wire], settings: CompactionSettings) -> list[Wire]:
     """The messages to send: ``wire[0]`` is the system prompt, the rest the history."""
+    return measured_view(wire, settings).messages
+
+
+def measured_view(wire: list[Wire], settings: CompactionSettings) -> Prompt:
+    """:func:`compact_view`, measured: each message is serialized once."""
     system, history = wire[:1], wire[1:]
     last_round = max(
         (i for i, m in enumerate(history) if m.get("role") == "assistant" and m.get("tool_calls")),
@@ -79,37 +111,46 @@ def compact_view(wire: list[Wire], settings: CompactionSettings) -> list[Wire]:
         if message.get("role") == "tool" and index < last_round:
             message = {**message, "content": preview(message["content"], settings.preview_chars)}
         view.append(message)
-    if _size(system) + _size(view) <= settings.max_chars:
-        return system + view
-    return system + _window(view, settings.max_chars - _size(system))
+    system_chars = sum(map(_chars, system))
+    sizes = [_chars(m) for m in view]
+    if system_chars + sum(sizes) <= settings.max_chars:
+        return Prompt(system + view, system_chars + sum(sizes))
+    kept = _window(view, sizes, settings.max_chars - system_chars)
+    return Prompt(system + kept.messages, system_chars + kept.message_chars)
 
 
-def _window(view: list[Wire], budget: int) -> list[Wire]:
+def _window(view: list[Wire], sizes: list[int], budget: int) -> Prompt:
     """Leave out the oldest whole exchanges until the rest, and the note saying so, fit.
 
     Never left out: the last user message (the question being answered) and the latest
     exchange (the model is about to read its results). A long run on one question drops its
     own early rounds too, not just what came before the question. When those two alone are
     over ``budget`` they are sent anyway: the provider's own limit then decides.
+    ``sizes``: each message's serialized length.
     """
     units = _units(view)
+    unit_sizes: list[int] = []
+    start = 0
+    for unit in units:
+        unit_sizes.append(sum(sizes[start : start + len(unit)]))
+        start += len(unit)
     users = [i for i, unit in enumerate(units) if unit[0].get("role") == "user"]
     protected = {len(units) - 1, *users[-1:]}
-    sizes = [_size(unit) for unit in units]
-    total, count = sum(sizes), 0
+    total, count = sum(unit_sizes), 0
     left_out: set[int] = set()
     for index, unit in enumerate(units):
-        if total + (_size([_note(count)]) if left_out else 0) <= budget:
+        if total + (_chars(_note(count)) if left_out else 0) <= budget:
             break
         if index in protected:
             continue
         left_out.add(index)
-        total -= sizes[index]
+        total -= unit_sizes[index]
         count += len(unit)
     if not left_out:
-        return view
+        return Prompt(view, total)
     kept = [m for index, unit in enumerate(units) if index not in left_out for m in unit]
-    return [_note(count), *kept]
+    note = _note(count)
+    return Prompt([note, *kept], _chars(note) + total)
 
 
 def _note(count: int) -> Wire:

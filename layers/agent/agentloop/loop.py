@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from agentloop.answer import ShownAnswer
-from agentloop.context import compact_view
+from agentloop.context import Prompt, measured_view
 from agentloop.events import (
     Done,
     ErrorCode,
@@ -220,7 +220,7 @@ class AgentLoop:
                 return stop
             view = self._view()  # built once per turn: it is compacted and measured
             if self.state.mend:
-                view, self.state.mend = [*view, *self.state.mend], []
+                view, self.state.mend = view.plus(self.state.mend), []
             plan = self._plan_call(view, final=False)
             if isinstance(plan, LimitReached):
                 return plan
@@ -228,7 +228,7 @@ class AgentLoop:
             if ending is not None:
                 return ending
 
-    async def _turn(self, view: list[dict[str, Any]], plan: CallPlan) -> Ending | None:
+    async def _turn(self, view: Prompt, plan: CallPlan) -> Ending | None:
         """One turn: the model's call, then its tool round or its answer. How the run ends,
         or None when the model gets another turn."""
         self.state.iterations += 1
@@ -300,12 +300,12 @@ class AgentLoop:
 
     # -- model calls ----------------------------------------------------------------------
 
-    def _plan_call(self, wire: list[dict[str, Any]], *, final: bool) -> CallPlan | LimitReached:
+    def _plan_call(self, prompt: Prompt, *, final: bool) -> CallPlan | LimitReached:
         """What the next call may spend, or the limit that forbids it."""
-        plan = self._calls.plan(wire, final=final)
+        plan = self._calls.plan(prompt, final=final)
         return plan if isinstance(plan, CallPlan) else LimitReached(plan)
 
-    async def _turn_call(self, view: list[dict[str, Any]], plan: CallPlan) -> ModelTurn:
+    async def _turn_call(self, view: Prompt, plan: CallPlan) -> ModelTurn:
         """A turn's call. A stream cut after some text was streamed is retried (at most
         ``CUT_RETRIES`` times, while time and budget allow): ``text_reset`` tells the client
         to drop the turn's text so far, and the retried turn's text follows."""
@@ -324,14 +324,14 @@ class AgentLoop:
                 self.answer.void(self.state.iterations, f"{exc.message}; the turn is retried")
                 plan = again
 
-    def _view(self) -> list[dict[str, Any]]:
+    def _view(self) -> Prompt:
         """What the model is sent: the compacted view of the history, or all of it."""
         if not self.setup.config.compaction:
-            return self.state.wire
-        return compact_view(self.state.wire, self.state.compaction)
+            return Prompt.of(self.state.wire)
+        return measured_view(self.state.wire, self.state.compaction)
 
     async def _call_with_compaction(
-        self, view: list[dict[str, Any]], tool_choice: Literal["auto", "none"], plan: CallPlan
+        self, view: Prompt, tool_choice: Literal["auto", "none"], plan: CallPlan
     ) -> ModelTurn:
         """A turn's call; if the provider says the context is too long, compact harder and
         try once more."""
@@ -346,7 +346,7 @@ class AgentLoop:
                 Notice(code="context_compacted", message="The conversation was shortened to fit.")
             )
             self.state.compaction = harder
-            shorter = compact_view(self.state.wire, harder)
+            shorter = measured_view(self.state.wire, harder)
             plan = self._calls.remeasured(plan, shorter)
             return await self._calls.call(shorter, tool_choice, plan)
 
@@ -491,12 +491,12 @@ class AgentLoop:
             content=f"{instruction} Do not call tools. Answer the user now from "
             "what you have gathered so far, and say briefly what is still missing."
         )
-        wire = [*self._view(), *to_wire([message])]
-        plan = self._plan_call(wire, final=True)
+        prompt = self._view().plus(to_wire([message]))
+        plan = self._plan_call(prompt, final=True)
         if isinstance(plan, LimitReached):
             return False
         try:
-            turn = await self._calls.call(wire, "none", plan)
+            turn = await self._calls.call(prompt, "none", plan)
         except CallCancelled as cancelled:
             return bool(str(cancelled))  # what was streamed stays the answer
         except ProviderError as exc:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentloop.answer import ShownAnswer
+from agentloop.context import Prompt
 from agentloop.events import Notice, UsageReport, _Event
 from agentloop.llm.base import ModelCall, ModelTurn, ProviderError
 from agentloop.models import Usage
@@ -89,20 +90,20 @@ class ModelCalls:
         self._answer = answer
         self._shape = CallShape.of(setup)
 
-    def plan(self, wire: list[dict[str, Any]], *, final: bool) -> CallPlan | CallLimit:
+    def plan(self, prompt: Prompt, *, final: bool) -> CallPlan | CallLimit:
         """Output-token cap and timeout for the next call, or the limit that forbids it.
 
         An ordinary turn must leave the final answer its token reserve and its
         ``deadline_reserve_s`` of time; the final answer may use both.
         """
         setup, config = self._setup, self._setup.config
-        chars = self._prompt_chars(wire)
-        prompt = setup.limits.budget.estimate_tokens(chars)
+        chars = self._prompt_chars(prompt)
+        tokens = setup.limits.budget.estimate_tokens(chars)
         available = setup.limits.budget.available(final=final)
-        max_tokens = min(config.max_output_tokens, available - prompt)
+        max_tokens = min(config.max_output_tokens, available - tokens)
         if max_tokens < MIN_OUTPUT_TOKENS:
             return "budget"
-        affordable = self._affordable_output(prompt, final=final)
+        affordable = self._affordable_output(tokens, final=final)
         if affordable is not None:
             if affordable < MIN_OUTPUT_TOKENS:
                 return "cost"
@@ -113,17 +114,17 @@ class ModelCalls:
         timeout = setup.limits.deadline.cap(config.model_timeout_s, keep=keep)
         if timeout < (MIN_FINAL_CALL_S if final else MIN_TURN_S):
             return "deadline"
-        return CallPlan(max_tokens, timeout, chars, prompt)
+        return CallPlan(max_tokens, timeout, chars, tokens)
 
-    def remeasured(self, plan: CallPlan, wire: list[dict[str, Any]]) -> CallPlan:
+    def remeasured(self, plan: CallPlan, prompt: Prompt) -> CallPlan:
         """``plan`` for another prompt (a harder-compacted one): its size measured again."""
-        chars = self._prompt_chars(wire)
+        chars = self._prompt_chars(prompt)
         tokens = self._setup.limits.budget.estimate_tokens(chars)
         return dataclasses.replace(plan, prompt_chars=chars, prompt_tokens=tokens)
 
-    def _prompt_chars(self, wire: list[dict[str, Any]]) -> int:
+    def _prompt_chars(self, prompt: Prompt) -> int:
         """The prompt's size as sent: the messages and the tool definitions."""
-        return len(json.dumps(wire, ensure_ascii=False)) + self._shape.tool_chars
+        return prompt.chars + self._shape.tool_chars
 
     def _affordable_output(self, prompt: int, *, final: bool) -> int | None:
         """Output tokens the dollar budget leaves once the prompt estimate is priced; None
@@ -141,13 +142,13 @@ class ModelCalls:
         return int(left / rates.output)
 
     async def call(
-        self, wire: list[dict[str, Any]], tool_choice: Literal["auto", "none"], plan: CallPlan
+        self, prompt: Prompt, tool_choice: Literal["auto", "none"], plan: CallPlan
     ) -> ModelTurn:
         """One streamed call, its text added to the answer as it comes, abandoned early on
         cancellation (:class:`CallCancelled`) or its time limit; its usage charged."""
         shape = self._shape
         call = ModelCall(
-            messages=wire,
+            messages=prompt.messages,
             tools=shape.tools,
             tool_choice=tool_choice if shape.tools else None,
             max_tokens=plan.max_tokens,
