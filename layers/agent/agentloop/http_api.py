@@ -280,6 +280,12 @@ def check_message_limits(raw: Any, limits: RequestLimits, key: str = "messages")
             )
 
 
+def first_problem(exc: ValidationError) -> str:
+    """The first error's message, as a validator of ours wrote it (pydantic puts "Value
+    error, " before it)."""
+    return str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, ")
+
+
 def validate_model(model: type[M], raw: Any) -> M:
     """``model.model_validate(raw)`` with a 422 naming the first failing field."""
     try:

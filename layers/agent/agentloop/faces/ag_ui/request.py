@@ -15,7 +15,7 @@ from agentloop.faces.ag_ui.messages import (
     with_context,
 )
 from agentloop.faces.options import AskingAgentOptions, option_params
-from agentloop.http_api import HttpError
+from agentloop.http_api import HttpError, first_problem
 from agentloop.models import Approval, ChatRequest
 
 
@@ -74,7 +74,7 @@ class RunAgentInput(Loose):
         try:
             return self._chat_request()
         except ValidationError as exc:  # conversation-shape problems found by ChatRequest
-            why = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
+            why = first_problem(exc)
             why = why if why.startswith("messages") else f"messages: {why}"
             raise HttpError(422, "invalid_request", why, param="messages") from exc
 

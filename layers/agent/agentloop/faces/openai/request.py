@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentloop.faces.options import AgentOptions, option_params
-from agentloop.http_api import HttpError
+from agentloop.http_api import HttpError, first_problem
 from agentloop.models import (
     AssistantMessage,
     ChatRequest,
@@ -195,13 +195,12 @@ class CompletionRequest(BaseModel):
                 resume=self._resume(),
             )
         except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            if not first["loc"]:  # the conversation's shape, checked by ChatRequest as a whole
-                problem = str(first["msg"]).removeprefix("Value error, ")
+            loc = exc.errors(include_url=False)[0]["loc"]
+            problem = first_problem(exc)
+            if not loc:  # the conversation's shape, checked by ChatRequest as a whole
                 raise HttpError(422, "invalid_request", problem, param="messages") from exc
-            where = str(first["loc"][0])  # the client tools, or a sampling value out of range
+            where = str(loc[0])  # the client tools, or a sampling value out of range
             field = "tools" if where == "client_tools" else self._sampling_field(where)
-            problem = str(first["msg"]).removeprefix("Value error, ")
             raise HttpError(422, "invalid_request", f"{field}: {problem}", param=field) from exc
 
     def _marked(self) -> tuple[int, str] | None:

@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 
 from agentloop.faces.openai.request import DEFAULT_MODEL_ALIAS, OpenAIOptions
 from agentloop.faces.options import option_params
-from agentloop.http_api import HttpError
+from agentloop.http_api import HttpError, first_problem
 from agentloop.models import (
     AssistantMessage,
     ChatRequest,
@@ -203,7 +203,7 @@ class ResponsesRequest(BaseModel):
                 response_format=response_format,
             )
         except ValidationError as exc:  # the conversation's shape, found by ChatRequest
-            message = str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, ")
+            message = first_problem(exc)
             raise HttpError(422, "invalid_request", message, param="input") from exc
 
     def _refuse_unsupported(self) -> None:
