@@ -109,7 +109,9 @@ def measured_view(wire: list[Wire], settings: CompactionSettings) -> Prompt:
     view: list[Wire] = []
     for index, message in enumerate(history):
         if message.get("role") == "tool" and index < last_round:
-            message = {**message, "content": preview(message["content"], settings.preview_chars)}
+            content = preview(message["content"], settings.preview_chars)
+            if content is not message["content"]:  # a short result is sent as it is
+                message = {**message, "content": content}
         view.append(message)
     system_chars = sum(map(_chars, system))
     sizes = [_chars(m) for m in view]
