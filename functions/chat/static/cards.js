@@ -44,7 +44,6 @@ function failureLabel(content) {
 
 export class ToolCard {
   constructor(event) {
-    this.callId = event.call_id;
     this.name = event.name;
     this.el = el("div", {
       class: "tool-card",
@@ -135,6 +134,7 @@ export class ToolCard {
     this.setStatus("running");
   }
 
+  // The transcript of one sub-agent run, in a block of its own inside this card.
   subagentBlock(runId, query) {
     if (!this.subagents) {
       this.subagents = el("div", { class: "subagents" });
@@ -147,7 +147,7 @@ export class ToolCard {
     const transcript = el("div", { class: "transcript sub" });
     block.append(transcript);
     this.subagents.append(block);
-    return { block, transcript: new Transcript(transcript) };
+    return new Transcript(transcript);
   }
 
   finish(event) {

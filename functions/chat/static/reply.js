@@ -173,7 +173,7 @@ export class Reply {
     if (known) return known;
     const card = this.cards.get(event.parent_call_id);
     if (!card) return this.main; // should not happen; keep the event visible anyway
-    const { transcript } = card.subagentBlock(event.run_id, event.query);
+    const transcript = card.subagentBlock(event.run_id, event.query);
     this.runs.set(event.run_id, transcript);
     return transcript;
   }
