@@ -90,11 +90,13 @@ def _wait_until_healthy(process: subprocess.Popen[bytes], port: int, log: Path) 
     raise AssertionError(f"the app did not answer /healthz in 30 s:\n{log.read_text()}")
 
 
-def post_chat(port: int, token: str) -> tuple[int, str]:
+def post_chat(port: int, token: str, origin: str = "") -> tuple[int, str]:
+    """POST /chat with the token in the query string too; ``origin`` before the path sends
+    the target in absolute form (``http://host/chat?...``), as a proxy would."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "model": MODELS["groq"]})
     headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
-    connection.request("POST", "/chat" + QUERY, body=body, headers=headers)
+    connection.request("POST", origin + "/chat" + QUERY, body=body, headers=headers)
     response = connection.getresponse()
     return response.status, response.read().decode()
 
@@ -122,6 +124,7 @@ def test_no_token_from_the_query_or_a_header_is_logged(
         assert status == 200, text
         assert "event: done" in text
         assert post_chat(port, WRONG)[0] == 401
+        post_chat(port, TOKEN, origin=f"http://127.0.0.1:{port}")  # answered or not: logged
         assert try_websocket(port).startswith(b"HTTP/1.1 403")
     lines = log.read_text().splitlines()
 

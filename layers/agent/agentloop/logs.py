@@ -34,7 +34,10 @@ class NoQueryStrings(logging.Filter):
 
     A client may send its token in the query string (``?access_token=...``), and tokens never
     belong in a log; uvicorn's request lines pass the target as an argument, and headers not at
-    all. The path stays: the line still says what was asked for.
+    all. The path stays: the line still says what was asked for. Any argument is cut at its
+    first "?": a target need not start with "/" (the absolute form, ``http://host/path?...``,
+    reaches the log as uvicorn quotes it), and the line's other arguments (the client's
+    address, the method, the HTTP version, the status) never hold one.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -44,9 +47,7 @@ class NoQueryStrings(logging.Filter):
 
 
 def _without_query(arg: object) -> object:
-    if isinstance(arg, str) and arg.startswith("/"):
-        return arg.partition("?")[0]
-    return arg
+    return arg.partition("?")[0] if isinstance(arg, str) else arg
 
 
 def hide_query_strings() -> None:
