@@ -104,13 +104,15 @@ export class SettingsPanel {
   // The limits as numbers (null: the server's default) in { limits }, or, when one is not
   // valid, { invalid: its label }: the panel opens at the field that says what is wrong.
   readLimits() {
-    const [iterations, budget] = this.limitFields.map((field) => this.checkLimit(field));
-    const wrong = this.limitFields.find((field, index) => [iterations, budget][index].error);
-    if (wrong) {
+    const results = this.limitFields.map((field) => this.checkLimit(field));
+    const wrong = results.findIndex((result) => result.error);
+    if (wrong >= 0) {
+      const { input } = this.limitFields[wrong];
       this.setOpen(true, false);
-      wrong.input.focus();
-      return { invalid: wrong.input.labels[0].textContent };
+      input.focus();
+      return { invalid: input.labels[0].textContent };
     }
+    const [iterations, budget] = results;
     return { limits: { maxIterations: iterations.value, tokenBudget: budget.value } };
   }
 
