@@ -34,15 +34,21 @@ function onRunStart(reply, data) {
   reply.showMeta();
 }
 
+// A new card for the call data names, in the run's transcript.
+function addCard(reply, data, transcript) {
+  const card = new ToolCard(data);
+  reply.cards.set(data.call_id, card);
+  transcript.append(card.el);
+  return card;
+}
+
 function onToolCallStart(reply, data, transcript) {
   const decided = reply.cards.get(data.call_id);
   if (decided && decided.decision) {
     decided.start(); // approved or denied while paused: it runs (or is refused) now
     return;
   }
-  const card = new ToolCard(data);
-  reply.cards.set(data.call_id, card);
-  transcript.append(card.el);
+  addCard(reply, data, transcript);
 }
 
 function onToolCallResult(reply, data, transcript) {
@@ -52,10 +58,7 @@ function onToolCallResult(reply, data, transcript) {
 }
 
 function onApprovalRequest(reply, data, transcript) {
-  const card = new ToolCard(data);
-  reply.cards.set(data.call_id, card);
-  transcript.append(card.el);
-  card.askApproval((decision) => {
+  addCard(reply, data, transcript).askApproval((decision) => {
     reply.decisions.set(data.call_id, decision);
     reply.onDecide();
   });
