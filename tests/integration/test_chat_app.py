@@ -277,6 +277,23 @@ def test_the_pages_files_are_checked_again_on_every_use(client: TestClient, path
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/..%2fchat_app.py",
+        "/static/%2e%2e/run.sh",
+        "/static/..%2f..%2f..%2fpyproject.toml",
+        "/static/%2fetc%2fpasswd",
+    ],
+)
+def test_the_pages_files_route_serves_nothing_outside_static(client: TestClient, path: str) -> None:
+    """A path that climbs out of static/ (encoded, so no client normalises it away) is a 404,
+    never the function's code or a file of the host."""
+    response = client.get(path)
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "not_found"
+
+
 def test_deadline_header_is_honoured(llm: ScriptedLLM) -> None:
     config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 3.0})
     llm.script(Reply(tool_calls=[call("until_deadline", margin_s=2.9)]))
