@@ -167,6 +167,26 @@ def test_the_token_budget_is_checked_and_sent(
     assert server.finished[-1].budget_remaining == TEST_CONFIG.token_budget - 320
 
 
+def test_a_wrong_max_iterations_is_named_and_nothing_goes_out(
+    page: Page, serve_chat: ServeChat
+) -> None:
+    server = serve_chat([])
+    bodies = chat_bodies(page)
+    open_chat(page, server)
+    settings_button(page).click()
+    iterations = page.get_by_label("Max iterations")
+    page.get_by_label("Token budget").fill("0")  # both wrong: the first one is named
+    iterations.fill("2.5")
+    expect(iterations).to_have_attribute("aria-invalid", "true")
+    page.get_by_role("button", name="Close").click()
+    send(page, "hello")
+    expect(iterations).to_be_focused()
+    expect(page.get_by_role("status")).to_have_text(
+        "Max iterations in Settings is not a whole number from 1 up."
+    )
+    assert bodies == []
+
+
 def test_ask_llm_carries_a_high_token_use_warning(page: Page, serve_chat: ServeChat) -> None:
     server = serve_chat([])
     page.goto(server.url + "/")
