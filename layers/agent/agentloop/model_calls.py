@@ -158,9 +158,9 @@ class ModelCalls:
         mark = self._answer.mark()
         task = asyncio.ensure_future(self._setup.model.complete(call, self._answer.sink))
         await self._race(task, plan.timeout)
-        partial = self._answer.since(mark)
         if task.cancelled() or not task.done():
             # Abandoned mid-stream: the provider bills what it did, so charge an estimate.
+            partial = self._answer.since(mark)
             self._charge(self._estimated_usage(plan, len(partial)))
             if self._setup.limits.cancel.cancelled:
                 raise CallCancelled(partial)
@@ -169,7 +169,7 @@ class ModelCalls:
             turn = task.result()
         except ProviderError as exc:
             if exc.partial_text:
-                self._charge(self._estimated_usage(plan, len(partial)))
+                self._charge(self._estimated_usage(plan, len(self._answer.since(mark))))
             raise
         self._settle(turn, plan)
         return turn
