@@ -4,7 +4,8 @@ Promises checked: the run's own history is never changed; tool results of earlie
 become previews, the latest round's stay whole; over the bound the oldest exchanges go
 whole (a tool call never without its results, a result never without its call) behind a
 note that counts against the bound; the system prompt, the last user message and the
-latest exchange always stay; and the view fits the bound unless those alone do not.
+latest exchange always stay; the view fits the bound unless those alone do not; and its
+measure (a call's token estimate) is its JSON's length.
 The last test drives the window through a real run against the scripted model server.
 """
 
@@ -233,6 +234,25 @@ def test_harder_settings_halve_the_window_and_shorten_previews() -> None:
     assert CompactionSettings(preview_chars=50).harder().preview_chars == 50
 
 
+# -- the view's measure --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_chars", [10**9, *range(1_000, 6_000, 331)])
+def test_the_measured_view_counts_exactly_what_it_sends(max_chars: int) -> None:
+    """A call's token estimate reuses the sizes the window measured: they must add up to the
+    view's JSON exactly, windowed or not, with a message added after it (the forced answer's
+    instruction) and with text that is not ASCII."""
+    wire = [*conversation(), answer('résumé \u202e\U0001f600 "quoted" \\ end')]
+    prompt = measured_view(wire, CompactionSettings(preview_chars=50, max_chars=max_chars))
+
+    assert prompt.messages == compact_view(wire, CompactionSettings(50, max_chars))
+    assert prompt.chars == len(json.dumps(prompt.messages, ensure_ascii=False))
+    more = prompt.plus([user("ünïcode"), user("")])
+    assert more.chars == len(json.dumps(more.messages, ensure_ascii=False))
+    assert Prompt.of([]).chars == len("[]")
+    assert Prompt.of(wire).chars == len(json.dumps(wire, ensure_ascii=False))
+
+
 # -- through a run -----------------------------------------------------------------------------
 
 
@@ -264,22 +284,3 @@ async def test_every_request_of_a_long_run_fits_the_configured_window(
 
 def big_text(n: int) -> str:
     return "".join(chr(ord("a") + i % 26) for i in range(n))
-
-
-# -- the view's measure --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("max_chars", [10**9, *range(1_000, 6_000, 331)])
-def test_the_measured_view_counts_exactly_what_it_sends(max_chars: int) -> None:
-    """A call's token estimate reuses the sizes the window measured: they must add up to the
-    view's JSON exactly, windowed or not, with a message added after it (the forced answer's
-    instruction) and with text that is not ASCII."""
-    wire = [*conversation(), answer('résumé \u202e\U0001f600 "quoted" \\ end')]
-    prompt = measured_view(wire, CompactionSettings(preview_chars=50, max_chars=max_chars))
-
-    assert prompt.messages == compact_view(wire, CompactionSettings(50, max_chars))
-    assert prompt.chars == len(json.dumps(prompt.messages, ensure_ascii=False))
-    more = prompt.plus([user("ünïcode"), user("")])
-    assert more.chars == len(json.dumps(more.messages, ensure_ascii=False))
-    assert Prompt.of([]).chars == len("[]")
-    assert Prompt.of(wire).chars == len(json.dumps(wire, ensure_ascii=False))
