@@ -165,6 +165,8 @@ def test_a_value_on_the_command_line_is_refused(
 
     assert exited.value.code == 2
     assert stored(sm)["GROQ_API_KEY"] == "gsk_old"
+    printed = capsys.readouterr()
+    assert "gsk_argv" not in printed.err + printed.out, "the refusal does not repeat the value"
 
 
 @pytest.mark.parametrize(

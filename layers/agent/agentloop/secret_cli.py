@@ -296,11 +296,30 @@ def add_commands(commands: Any) -> None:
     set_ = action("set", "set one entry; the value is read from stdin or a prompt")
     set_.add_argument("name", help="e.g. GROQ_API_KEY, OPENAI_API_KEY, TAVILY_API_KEY")
     set_.add_argument("--from-env", metavar="VAR", help="take the value from this variable")
+    set_.add_argument("value", nargs="?", help=argparse.SUPPRESS, action=_RefuseArgvValue)
     action("unset", "remove one entry").add_argument("name")
     action("add-token", "make a bearer token, add its sha256, print the token once")
     remove = action("remove-token", "remove a token's hash, by its id")
     remove.add_argument("token_id", help="the first 8+ hex digits of its hash (see list)")
     secret.set_defaults(run=_run_secret)
+
+
+class _RefuseArgvValue(argparse.Action):
+    """A value given on the command line is refused without being repeated (argparse's own
+    "unrecognized arguments" error would print it back)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if values is not None:  # an absent optional positional arrives as its default, None
+            parser.error(
+                "a value is never taken from the command line (shell history and ps keep "
+                "it): give it on stdin, at the prompt, or with --from-env VAR"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
