@@ -35,8 +35,10 @@ def make_service(
     config: AgentConfig = TEST_CONFIG,
     heartbeat_s: float = 10.0,
     limits: RequestLimits | None = None,
+    models: tuple[str, ...] = (),
 ) -> ChatService:
-    """The app's service with ``tools``, answering bearer ``TOKEN``."""
+    """The app's service with ``tools``, answering bearer ``TOKEN`` (``models``: what
+    ``GET /v1/models`` lists, the default first)."""
     hashes = [hash_token(TOKEN)]
     return ChatService(
         config=config,
@@ -45,6 +47,7 @@ def make_service(
         auth_mode="bearer",
         limits=limits or RequestLimits(),
         heartbeat_s=heartbeat_s,
+        models=models,
     )
 
 

@@ -16,25 +16,18 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, Playwright, sync_playwright
 
-from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig
-from agentloop.events import Done
-from agentloop.http_api import InvocationInfo
 from agentloop.tools.base import Tool
-from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService, create_app
-from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.helpers import ROOT, TEST_CONFIG
+from tests.served import TOKEN, ServedApp, make_service
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 OUTPUT = ROOT / "test-output" / "e2e"
-TOKEN = "al_e2e-token-123"
 MODEL = "groq:llama-3.3-70b-versatile"
 
 # Headless, and nothing that phones home. The switches turn off the background traffic they
@@ -108,42 +101,22 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
         pytest.fail(f"uncaught errors in the page: {script_errors}", pytrace=False)
 
 
-@dataclass
-class ChatServer:
-    url: str
-    finished: list[Done] = field(default_factory=list)
-
-
-ServeChat = Callable[..., ChatServer]
+ServeChat = Callable[..., ServedApp]
 
 
 @pytest.fixture
 def serve_chat(llm: ScriptedLLM) -> Iterator[ServeChat]:
     """Start the chat app (bearer auth, the given tools; ``models``: what ``/v1/models``
     lists, the default first) on a loopback port."""
-    servers: list[LoopbackServer] = []
+    servers: list[ServedApp] = []
 
     def serve(
         tools: list[Tool], config: AgentConfig = TEST_CONFIG, models: tuple[str, ...] = ()
-    ) -> ChatServer:
-        hashes = [hash_token(TOKEN)]
-        service = ChatService(
-            config=config,
-            tools=ToolRegistry(tools),
-            authenticate=BearerAuth(lambda: hashes).check,
-            auth_mode="bearer",
-            heartbeat_s=1.0,
-            models=models,
-        )
-        server = LoopbackServer(create_app(service), name="chat-app").start()
+    ) -> ServedApp:
+        service = make_service(tools, config, heartbeat_s=1.0, models=models)
+        server = ServedApp(service, name="chat-app").start()
         servers.append(server)
-        chat = ChatServer(url=server.url)
-
-        def record(done: Done, info: InvocationInfo) -> None:
-            chat.finished.append(done)
-
-        service.on_finish.append(record)
-        return chat
+        return server
 
     yield serve
     for server in servers:
@@ -152,7 +125,7 @@ def serve_chat(llm: ScriptedLLM) -> Iterator[ServeChat]:
 
 def open_chat(
     page: Page,
-    server: ChatServer,
+    server: ServedApp,
     *,
     token: str = TOKEN,
     tools: tuple[str, ...] = (),

@@ -10,7 +10,6 @@ the chat app, so the browser, the AI SDK's stream parser and our server meet as 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,18 +22,15 @@ from starlette.responses import FileResponse, PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentloop.ask_llm import ask_llm_tool
-from agentloop.auth import BearerAuth, hash_token
 from agentloop.events import Done
-from agentloop.http_api import InvocationInfo
 from agentloop.tools.base import Tool
-from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService, create_app
+from chat_app import create_app
 from tests.e2e.conftest import TOKEN, WAIT_MS
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
-from tests.helpers import TEST_CONFIG
 from tests.sample_tools import echo
+from tests.served import FinishedRuns, make_service
 
 pytestmark = pytest.mark.e2e
 
@@ -90,18 +86,16 @@ class PageThenApp:
 @dataclass
 class UseChatServer:
     url: str
-    finished: list[Done] = field(default_factory=list)
+    finished: FinishedRuns = field(default_factory=FinishedRuns)
 
     def page_url(self, body: dict[str, Any] | None = None, token: str = TOKEN) -> str:
         """The page, told its token and extra body fields in the fragment (never sent)."""
         config = json.dumps({"token": token, "body": body or {}})
         return f"{self.url}{PAGE_PREFIX}#{quote(config)}"
 
-    def wait_for_done(self, timeout: float = 10.0) -> Done:
-        deadline = time.monotonic() + timeout
-        while not self.finished and time.monotonic() < deadline:
-            time.sleep(0.02)
-        [done] = self.finished
+    def wait_for_done(self) -> Done:
+        """The one run's ``done``, once the service finished it."""
+        [done] = self.finished.wait(1)
         return done
 
 
@@ -114,23 +108,12 @@ def serve_use_chat(llm: ScriptedLLM, use_chat_bundle: Path) -> Iterator[ServeUse
     servers: list[LoopbackServer] = []
 
     def serve(tools: list[Tool]) -> UseChatServer:
-        hashes = [hash_token(TOKEN)]
-        service = ChatService(
-            config=TEST_CONFIG,
-            tools=ToolRegistry(tools),
-            authenticate=BearerAuth(lambda: hashes).check,
-            auth_mode="bearer",
-            heartbeat_s=1.0,
-        )
+        service = make_service(tools, heartbeat_s=1.0)
         app = PageThenApp(use_chat_bundle, create_app(service))
         server = LoopbackServer(app, name="use-chat").start()
         servers.append(server)
         chat = UseChatServer(url=server.url)
-
-        def record(done: Done, info: InvocationInfo) -> None:
-            chat.finished.append(done)
-
-        service.on_finish.append(record)
+        service.on_finish.append(chat.finished.record)
         return chat
 
     yield serve
