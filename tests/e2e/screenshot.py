@@ -214,11 +214,8 @@ def shoot_phone_states(browser: Browser, url: str, llm: ScriptedLLM, out: Path) 
 
 def main(argv: list[str]) -> int:
     output = Path(argv[0]) if argv else ROOT / "docs" / "chat-page.png"
-    from agentloop.auth import BearerAuth, hash_token
-    from agentloop.tools.registry import ToolRegistry
-    from chat_app import ChatService, create_app
-    from tests.fakes.loopback import LoopbackServer
     from tests.helpers import TEST_CONFIG
+    from tests.served import ServedApp, make_service
 
     with ScriptedLLM() as llm:
         os.environ.update(
@@ -227,17 +224,10 @@ def main(argv: list[str]) -> int:
             OPENAI_BASE_URL=llm.openai_base_url,
             OPENAI_API_KEY="screenshot",
         )
-        hashes = [hash_token(TOKEN)]
         config = TEST_CONFIG.model_copy(update={"default_model": MODELS[0]})
-        service = ChatService(
-            config=config,
-            tools=ToolRegistry(TOOLS),
-            authenticate=BearerAuth(lambda: hashes).check,
-            auth_mode="bearer",
-            models=MODELS,
-        )
+        service = make_service(TOOLS, config, models=MODELS)
         with (
-            LoopbackServer(create_app(service), name="chat-app") as server,
+            ServedApp(service, name="chat-app") as server,
             sync_playwright() as playwright,
         ):
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
