@@ -363,3 +363,27 @@ def test_errors_are_readable(page: Page, serve_chat: ServeChat, llm: ScriptedLLM
     expect(page.locator(REPLY).last.locator(".meta")).to_contain_text("ended with an error")
     assert llm.requests[0].messages[-1]["content"] == "first line\nsecond line"
     assert server.finished[-1].stop_reason == "error"
+
+
+# The page's SSE reader over a stream of the given text: the (type, data) it hands on.
+READ_EVENTS = """async (text) => {
+    const { readJsonEvents } = await import('/static/sse.js');
+    const body = new Response(text).body;
+    const seen = [];
+    await readJsonEvents(body, (type, data) => seen.push([type, data]));
+    return seen;
+}"""
+
+
+def test_event_data_that_is_no_json_object_is_skipped(page: Page, serve_chat: ServeChat) -> None:
+    server = serve_chat([])
+    page.goto(server.url + "/")
+    stream = (
+        "event: text_delta\ndata: null\n\n"
+        "event: text_delta\ndata: 7\n\n"
+        'event: text_delta\ndata: "hi"\n\n'
+        "event: text_delta\ndata: [1]\n\n"
+        "event: text_delta\ndata: {not json\n\n"
+        'event: text_delta\ndata: {"text": "ok"}\n\n'
+    )
+    assert page.evaluate(READ_EVENTS, stream) == [["text_delta", {"text": "ok"}]]

@@ -45,7 +45,8 @@ export class SSEParser {
 }
 
 // Reads an event stream to its end, calling onEvent(type, data) with each event's data parsed
-// as JSON (the data's own "type" wins over the event name); data that is not JSON is skipped.
+// as JSON (the data's own "type" wins over the event name); data that is not a JSON object
+// (not JSON, null, a number, a list) is skipped: every event the page handles is an object.
 export async function readJsonEvents(body, onEvent) {
   const parser = new SSEParser((eventType, raw) => {
     let data;
@@ -54,6 +55,7 @@ export async function readJsonEvents(body, onEvent) {
     } catch {
       return;
     }
+    if (!data || typeof data !== "object" || Array.isArray(data)) return;
     onEvent(data.type || eventType, data);
   });
   const reader = body.getReader();
