@@ -21,6 +21,9 @@ function newRequest(chosen, messages, limits) {
   return { url: chatUrl(chosen.endpoint), headers, body };
 }
 
+// The status line for a request that failed.
+const errorStatus = (failure) => `Error: ${failure.message || "request failed"}`;
+
 // The run waits for decisions only when every pending call is an approval it can resume.
 const waitsForApproval = (done, pending) =>
   done.stop_reason === "approval_required" &&
@@ -106,7 +109,7 @@ export class Chat {
   notSent(reply, userArticle, text, failure, url) {
     reply.finish("error", describeFailure(failure, url));
     this.view.markNotSent(userArticle);
-    this.view.setStatus(`Error: ${failure.message || "request failed"}`);
+    this.view.setStatus(errorStatus(failure));
     this.view.restore(text);
   }
 
@@ -147,7 +150,7 @@ export class Chat {
       this.view.setStatus("Stopped.");
     } else if (outcome.failure) {
       reply.finish("error", describeFailure(outcome.failure, url));
-      this.view.setStatus(`Error: ${outcome.failure.message || "request failed"}`);
+      this.view.setStatus(errorStatus(outcome.failure));
     } else {
       reply.finish("error", "The connection closed before the run finished.");
       this.view.setStatus("Connection lost.");
