@@ -8,8 +8,9 @@ app (its default tools, auth from the environment, logging) is what ``chat_app:a
 from __future__ import annotations
 
 from agentloop.app_settings import AppSettings, configure_logging
+from agentloop.server.service import service_from_env
 from bench.agentloop_tools import TOOLS
-from chat_app import create_app, service_from_env
+from chat_app import create_app
 
 settings = AppSettings.from_env()
 configure_logging(settings)

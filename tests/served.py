@@ -16,9 +16,10 @@ from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig
 from agentloop.events import Done
 from agentloop.http_api import InvocationInfo, RequestLimits
+from agentloop.server.service import ChatService
 from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService, create_app
+from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.helpers import TEST_CONFIG
 

@@ -19,8 +19,9 @@ from agentloop.app_settings import (
     configure_logging,
 )
 from agentloop.config import ConfigurationError
+from agentloop.server.service import service_from_env
 from agentloop.tools.base import ToolContext, tool
-from chat_app import create_app, service_from_env
+from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.served import AUTH, make_service

@@ -17,7 +17,8 @@ from starlette.testclient import TestClient
 from agentloop.continuation import Signer
 from agentloop.events import EVENT_ADAPTER, Done, Event
 from agentloop.models import ChatRequest
-from chat_app import ChatService, create_app
+from agentloop.server.service import ChatService
+from chat_app import create_app
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, check_run_invariants, parse_sse
 from tests.sample_tools import double, echo

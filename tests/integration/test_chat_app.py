@@ -17,7 +17,8 @@ from starlette.testclient import TestClient
 
 from agentloop.auth import hash_token
 from agentloop.config import ConfigurationError
-from chat_app import ChatService, create_app
+from agentloop.server.service import ChatService
+from chat_app import create_app
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, _validator, iter_sse, parse_sse
 from tests.sample_tools import echo, gate_tool, sleeper, until_deadline

@@ -26,7 +26,7 @@ import openai
 import pytest
 
 from agentloop.app_settings import AppSettings
-from chat_app import service_from_env
+from agentloop.server.service import service_from_env
 from tests.fakes.scripted_llm import Reply, ScriptedLLM
 from tests.helpers import ROOT, make_command, parse_sse
 

@@ -69,3 +69,27 @@ def test_each_face_is_imported_at_its_routes_first_request() -> None:
         ["/v1/responses", 422, ["ag_ui", "openai", "responses", "ui_stream"]],
         ["/mcp", 200, ["ag_ui", "mcp", "openai", "responses", "ui_stream"]],
     ]
+
+
+def test_importing_the_route_table_loads_no_endpoint_and_no_engine() -> None:
+    """``import chat_app`` (what the bench's cold-start row times) loads the route table and
+    nothing behind it: the endpoints load at their first request, the engine at start-up."""
+    probe = (
+        "import sys, json, chat_app\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('agentloop'))))\n"
+        "chat_app.routes()\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('agentloop'))))\n"
+    )
+    paths = [str(ROOT / "functions/chat"), str(ROOT / "layers/agent")]
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env={"PYTHONPATH": ":".join(paths), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported, with_routes = (json.loads(line) for line in result.stdout.splitlines()[-2:])
+    assert imported == with_routes == ["agentloop", "agentloop.server", "agentloop.server.deferred"]

@@ -18,8 +18,9 @@ import httpx
 import pytest
 
 from agentloop.config import ConfigurationError
+from agentloop.server.service import ChatService
 from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService, create_app
+from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM
 from tests.helpers import TEST_CONFIG, parse_sse

@@ -26,7 +26,8 @@ from starlette.testclient import TestClient
 
 from agentloop.config import ConfigurationError
 from agentloop.http_api import RequestLimits, invocation_info
-from chat_app import ChatService, create_app
+from agentloop.server.service import ChatService
+from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call

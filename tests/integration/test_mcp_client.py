@@ -23,8 +23,8 @@ from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.defaults import mcp_tools_from_env
 from agentloop.mcp.client import MAX_DESCRIPTION_CHARS, MAX_TOOLS
 from agentloop.mcp.config import servers_from_env
+from agentloop.server.service import ChatService
 from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.mcp_server import (
     Answer,

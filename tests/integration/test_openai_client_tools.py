@@ -20,7 +20,7 @@ import openai
 import pytest
 
 from agentloop.continuation import Signer
-from chat_app import ChatService
+from agentloop.server.service import ChatService
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
 from tests.sample_tools import echo

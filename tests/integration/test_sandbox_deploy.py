@@ -33,9 +33,10 @@ from agentloop.sandbox.backends import LambdaBackend, lambda_tenant_id
 from agentloop.sandbox.runner import SandboxError
 from agentloop.sandbox.settings import SandboxSettings
 from agentloop.server.identity import allow_anyone
+from agentloop.server.service import ChatService
 from agentloop.tools.execute_code import execute_code_tool
 from agentloop.tools.registry import ToolRegistry
-from chat_app import ChatService, create_app
+from chat_app import create_app
 from tests.cloudformation import load_template
 from tests.fakes.lambda_api import SANDBOX_FUNCTION, TENANT_MISMATCH, FakeLambda
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call

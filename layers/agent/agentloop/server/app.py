@@ -1,6 +1,7 @@
-"""The app around the routes: its middleware (host check first, then CORS where configured)
-and its lifespan (the service from the environment, unless one was given; at shutdown, the MCP
-client's sessions ended and whatever the routes asked to close, ``on_shutdown``)."""
+"""The app around the routes (:func:`build_app`): its middleware (host check first, then CORS
+where configured), its error handlers and its lifespan (the service from the environment,
+unless one was given; at shutdown, the MCP client's sessions ended and whatever the routes
+asked to close, ``on_shutdown``)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,37 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import BaseRoute
 
 from agentloop.app_settings import AppSettings, configure_logging
 from agentloop.config import ConfigurationError
 from agentloop.host_check import HostCheckMiddleware, describe_hosts
-from agentloop.server.service import service_from_env
+from agentloop.server.errors import EXCEPTION_HANDLERS
+from agentloop.server.service import ChatService, service_from_env
 
 logger = logging.getLogger("agentloop.chat_app")
 
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
+
+
+def build_app(
+    routes: Sequence[BaseRoute],
+    service: ChatService | None = None,
+    cors_origins: Sequence[str] | None = None,
+    settings: AppSettings | None = None,
+) -> Starlette:
+    """The ASGI app of ``routes``; with no ``service``, one is built from the environment at
+    start-up. The environment is read once, here (``settings``, unless given); a bad value
+    raises ConfigurationError naming the variable."""
+    settings = settings or AppSettings.from_env()
+    app = Starlette(
+        routes=list(routes),
+        middleware=middleware(settings, cors_origins),
+        exception_handlers=dict(EXCEPTION_HANDLERS),
+        lifespan=lifespan(settings),
+    )
+    app.state.service = service
+    return app
 
 
 def middleware(

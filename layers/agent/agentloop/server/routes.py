@@ -72,6 +72,9 @@ class PageFiles(StaticFiles):
     module next to a new one. The check costs a 304 where nothing changed (the ETag).
     """
 
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory=directory)
+
     def file_response(
         self,
         full_path: str | os.PathLike[str],
