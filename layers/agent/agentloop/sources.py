@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentloop.events import Source, SourceKind, ToolCallResult, ToolCallStart, _Event
-from agentloop.tools.search.base import usable_url
+from agentloop.net.urls import usable_url
 
 MAX_SOURCES = 50
 """Sources one ``done`` carries at most (a report may keep more)."""

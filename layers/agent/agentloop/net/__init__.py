@@ -1,29 +1,5 @@
-"""Reading the web for tools: SSRF-safe fetching and main-text extraction.
-
-``safe_fetch`` is deliberately small and standalone so it can be audited on its own;
-``extract`` turns a fetched HTML page into the article's text as markdown.
+"""Reading the web for tools: SSRF-safe fetching (``safe_fetch``, deliberately small and
+standalone so it can be audited on its own), main-text extraction (``extract``) and what makes
+a URL usable (``urls``). Nothing is imported here: ``safe_fetch`` brings httpx, which a run
+that reads no page never needs.
 """
-
-from agentloop.net.safe_fetch import (
-    FetchError,
-    FetchPolicy,
-    FetchRefused,
-    FetchResult,
-    Resolver,
-    SafeFetcher,
-    check_address,
-    safe_fetch,
-    system_resolve,
-)
-
-__all__ = [
-    "FetchError",
-    "FetchPolicy",
-    "FetchRefused",
-    "FetchResult",
-    "Resolver",
-    "SafeFetcher",
-    "check_address",
-    "safe_fetch",
-    "system_resolve",
-]

@@ -15,13 +15,15 @@ import asyncio
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError
 
 from agentloop.config import ConfigurationError
-from agentloop.net.safe_fetch import FetchError, FetchPolicy, FetchResult, SafeFetcher
 from agentloop.tools.base import Tool, ToolContext, ToolError, tool
+
+if TYPE_CHECKING:
+    from agentloop.net.safe_fetch import FetchPolicy, FetchResult, SafeFetcher
 
 __all__ = ["UNTRUSTED_NOTICE", "ScrapeArgs", "ScrapeSettings", "scrape_tool"]
 
@@ -58,6 +60,8 @@ class ScrapeSettings(BaseModel):
     )
 
     def policy(self) -> FetchPolicy:
+        from agentloop.net.safe_fetch import FetchPolicy
+
         return FetchPolicy(
             allow_loopback=self.allow_loopback,
             max_redirects=self.max_redirects,
@@ -95,15 +99,24 @@ class ScrapeArgs(BaseModel):
 def scrape_tool(settings: ScrapeSettings | None = None) -> Tool:
     """The ``scrape`` tool under ``settings`` (the production defaults when None)."""
     settings = settings or ScrapeSettings()
-    fetcher = SafeFetcher(settings.policy())
+    fetchers: list[SafeFetcher] = []  # made at the first call: httpx is imported then
+
+    def fetcher() -> SafeFetcher:
+        if not fetchers:
+            from agentloop.net.safe_fetch import SafeFetcher
+
+            fetchers.append(SafeFetcher(settings.policy()))
+        return fetchers[0]
 
     @tool(name="scrape", timeout_s=settings.total_timeout_s + _EXTRACT_MARGIN_S)
     async def scrape(args: ScrapeArgs, ctx: ToolContext) -> dict[str, Any]:
         """Read a web page: returns its title and main text as markdown (navigation, adverts
         and footers left out). Use it on URLs from search results or the user to read the
         page itself. Only public http(s) pages; HTML and plain text only."""
+        from agentloop.net.safe_fetch import FetchError
+
         try:
-            page = await fetcher.fetch(str(args.url))
+            page = await fetcher().fetch(str(args.url))
         except FetchError as exc:
             raise ToolError(exc.message, exc.hint) from None
         title, content, cut_html = await asyncio.to_thread(

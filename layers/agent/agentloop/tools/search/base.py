@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from agentloop.net.urls import usable_url
+
 
 @dataclass(frozen=True)
 class SearchResult:
@@ -79,20 +81,6 @@ def shorten(text: str, limit: int) -> str:
     if space >= limit * 0.6:
         cut = cut[:space]
     return cut.rstrip(" ,;:.-") + "…"
-
-
-def usable_url(url: object) -> str | None:
-    """``url`` if it is an absolute http(s) URL, else None (a result without one is useless)."""
-    if not isinstance(url, str):
-        return None
-    url = url.strip()
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return None
-    return url
 
 
 def make_result(title: object, url: object, snippet: object) -> SearchResult | None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlsplit
 
+from agentloop.net.urls import usable_url
 from agentloop.tools.base import ToolError
-from agentloop.tools.search.base import SearchResult, collapse_whitespace, usable_url
+from agentloop.tools.search.base import SearchResult, collapse_whitespace
 from agentloop.tools.search.transport import (
     ALTERNATIVES,
     HttpReply,

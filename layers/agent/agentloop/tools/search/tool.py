@@ -8,19 +8,17 @@ start-up, possibly after the tool registry was built, and the tool must see them
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.config import ConfigurationError
 from agentloop.tools.base import Tool, ToolContext, ToolError, tool
 from agentloop.tools.search.base import SearchProvider, finalise
-from agentloop.tools.search.brave import BraveSearch
-from agentloop.tools.search.duckduckgo import DuckDuckGoSearch
-from agentloop.tools.search.searxng import SearxngSearch
 from agentloop.tools.search.settings import ENV_VARS, SearchSettings
-from agentloop.tools.search.tavily import TavilySearch
-from agentloop.tools.search.transport import Transport, shared_client
+
+if TYPE_CHECKING:
+    from agentloop.tools.search.transport import Transport
 
 logger = logging.getLogger("agentloop.tools.search")
 
@@ -53,7 +51,14 @@ class SearchWebArgs(BaseModel):
 
 
 def build_provider(settings: SearchSettings, transport: Transport) -> SearchProvider:
-    """The provider the settings choose; a ToolError naming the variable if it lacks config."""
+    """The provider the settings choose; a ToolError naming the variable if it lacks config.
+
+    The providers (and httpx, which they use) are imported here, at the first search."""
+    from agentloop.tools.search.brave import BraveSearch
+    from agentloop.tools.search.duckduckgo import DuckDuckGoSearch
+    from agentloop.tools.search.searxng import SearxngSearch
+    from agentloop.tools.search.tavily import TavilySearch
+
     choice = settings.chosen_provider()
     if choice == "tavily":
         if settings.tavily_api_key is None:
@@ -106,6 +111,8 @@ def search_web_tool(settings: SearchSettings | None = None) -> Tool:
                 "no time is left in this request for a web search",
                 hint="answer from what you have",
             )
+        from agentloop.tools.search.transport import Transport, shared_client
+
         transport = Transport(shared_client(), limit_s, current.secrets())
         provider = build_provider(current, transport)
         count = min(args.count, current.max_results)
