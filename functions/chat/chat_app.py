@@ -49,6 +49,7 @@ def routes() -> list[BaseRoute]:
         Route("/mcp", Deferred("agentloop.server.mcp_route:McpRoute"), methods=["POST"]),
         Route("/v1/models", Deferred(f"{pages}:list_models"), methods=["GET"]),
         Route("/tools", Deferred(f"{pages}:list_tools"), methods=["GET"]),
+        Route("/auth/config", Deferred("agentloop.server.signin:auth_config"), methods=["GET"]),
         Route("/", Deferred(f"{pages}:Page", STATIC_DIR / "index.html"), methods=["GET"]),
         Mount("/static", Deferred(f"{pages}:PageFiles", STATIC_DIR)),
     ]
