@@ -8,7 +8,7 @@ STAMP     := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint format schema chat dev invoke validate package bench
+.PHONY: help install test lint format schema chat dev invoke validate package bench prices
 
 # The help texts are this file's `## ` comments, with $(PORT) filled in, in one aligned column.
 help: ## list the targets
@@ -175,6 +175,9 @@ $(INFRA_STAMP):
 validate: $(INFRA_STAMP) ## cfn-lint and sam validate --lint on template.yaml (offline)
 	$(INFRA_ENV) $(INFRA_BIN)/cfn-lint template.yaml
 	$(INFRA_ENV) $(INFRA_BIN)/sam validate --lint --template template.yaml
+
+prices: $(STAMP) ## remake agentloop/prices.json (the flat prices) from the installed genai-prices
+	$(BIN)/python -m agentloop.price_snapshot
 
 package: ## build the layer and the functions for python3.13/arm64 into build/, print sizes
 	$(PYTHON) functions/package.py

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.metadata import version
 
 import genai_prices
 import pytest
 
+from agentloop import price_snapshot
 from agentloop.limits import TokenBudget
 from agentloop.models import Usage
 from agentloop.pricing import PriceOverride, Pricer, parse_prices
+
+TIERED = "openai:gpt-5.4"
+"""A model whose price per token grows with the prompt: the table prices it, not the snapshot."""
 
 
 def table(spec: str, usage: Usage) -> float:
@@ -36,6 +41,44 @@ def test_table_prices_and_rates_agree_with_genai_prices(spec: str) -> None:
     rates = pricer.rates(spec)
     assert rates is not None
     assert rates.cost(usage) == pytest.approx(table(spec, usage), rel=1e-9)
+
+
+USAGES = [
+    Usage(prompt_tokens=1, completion_tokens=1),
+    Usage(prompt_tokens=12_345, completion_tokens=678, cached_tokens=2_048),
+    Usage(prompt_tokens=900_000, completion_tokens=40_000, cached_tokens=800_000),
+    Usage(prompt_tokens=2_500_000, completion_tokens=1_000),
+]
+
+
+def test_every_snapshot_price_is_the_tables_price() -> None:
+    """Each model the snapshot holds costs what genai-prices says, at every size: so a
+    genai-prices upgrade that changes a price fails here until ``make prices`` is run."""
+    rates = price_snapshot.snapshot()
+    assert len(rates) > 100
+    assert "groq:llama-3.3-70b-versatile" in rates
+    pricer = Pricer()
+    for spec in rates:
+        for usage in USAGES:
+            assert pricer.cost(spec, usage) == pytest.approx(table(spec, usage), rel=1e-12), spec
+
+
+def test_the_snapshot_file_is_what_the_installed_table_makes() -> None:
+    content = price_snapshot.build()
+    assert content["genai_prices"] == version("genai-prices")
+    assert price_snapshot.PATH.read_text(encoding="utf-8") == price_snapshot.dumps(content)
+
+
+def test_a_tiered_model_is_left_to_the_table() -> None:
+    assert TIERED not in price_snapshot.snapshot()
+    assert price_snapshot.flat_rates(TIERED) is None
+    small = Usage(prompt_tokens=1_000)
+    large = Usage(prompt_tokens=500_000)
+    pricer = Pricer()
+    for usage in (small, large):
+        assert pricer.cost(TIERED, usage) == pytest.approx(table(TIERED, usage), rel=1e-12)
+    per_token = [(pricer.cost(TIERED, u) or 0) / u.prompt_tokens for u in (small, large)]
+    assert per_token[0] != per_token[1]
 
 
 def test_unknown_models_have_no_price() -> None:
@@ -70,7 +113,8 @@ def test_bad_price_overrides_are_refused(raw: str, problem: str) -> None:
 
 
 def test_the_table_works_offline_and_is_imported_only_when_needed() -> None:
-    """No socket and no updater thread: the package prices from the data it ships."""
+    """No socket and no updater thread: the package prices from the data it ships, and only
+    for a model the snapshot lacks."""
     script = """
 import socket, sys, threading
 def refuse(*args, **kwargs):
@@ -83,9 +127,12 @@ assert "genai_prices" not in sys.modules, "imported before a price was needed"
 from agentloop.models import Usage
 from agentloop.pricing import Pricer
 assert Pricer().cost("openai:gpt-4o-mini", Usage(prompt_tokens=1000)) > 0
+assert "genai_prices" not in sys.modules, "imported for a model the snapshot holds"
+assert Pricer().cost("TIERED", Usage(prompt_tokens=1000)) > 0
 assert "genai_prices" in sys.modules
 assert threading.active_count() == 1, threading.enumerate()
 """
+    script = script.replace("TIERED", TIERED)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
 
 
