@@ -17,9 +17,11 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from decimal import Decimal
 
 PATH = Path(__file__).with_name("prices.json")
 PROVIDERS = ("groq", "openai")
@@ -44,17 +46,15 @@ def snapshot() -> dict[str, tuple[float, float, float]]:
     """``provider:model`` -> dollars per token (input, cached input, output), from the file."""
     data = json.loads(PATH.read_text(encoding="utf-8"))
     return {
-        spec: (
-            float(Decimal(i)) / MILLION,
-            float(Decimal(c)) / MILLION,
-            float(Decimal(o)) / MILLION,
-        )
+        spec: (float(i) / MILLION, float(c) / MILLION, float(o) / MILLION)
         for spec, (i, c, o) in data["models"].items()
     }
 
 
 def table_price(spec: str, prompt: int, cached: int, output: int) -> Decimal | None:
     """genai-prices' total for this usage (``prompt`` includes ``cached``), None if unknown."""
+    from decimal import Decimal
+
     import genai_prices
 
     provider, _, model = spec.partition(":")
