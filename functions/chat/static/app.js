@@ -8,17 +8,34 @@
 //   reply.js                 one answer: events into transcripts, cards and its summary line
 //   transcript.js, cards.js, terminal.js, sources.js   what a reply is made of
 //   settings.js, settings-panel.js                     the settings and their panel
+//   signin.js, oidc.js, account.js                     signing in with the server's issuer
 //   view.js, errors.js, labels.js, dom.js              the composer, failures, words, helpers
 // Untrusted text (the model's answer, tool arguments and results, error messages) only ever
 // reaches the page as text nodes: the renderer builds DOM nodes itself and never assigns HTML.
 
+import { AccountView } from "./account.js";
 import { Chat } from "./chat.js";
 import { SettingsPanel } from "./settings-panel.js";
+import { SignIn } from "./signin.js";
 import { ChatView } from "./view.js";
+
+// Sign-in, where the server offers it: the header shows who is signed in, and the lists the
+// settings offer are asked for again with their token.
+function startSignIn(panel) {
+  let account = null;
+  const signin = new SignIn(() => {
+    account.render();
+    if (signin.session) panel.loadLists({ ...panel.read(), token: signin.bearer() });
+  });
+  account = new AccountView(signin);
+  signin.start(panel.read().endpoint);
+  return signin;
+}
 
 function start() {
   const view = new ChatView();
-  const chat = new Chat(view, new SettingsPanel());
+  const panel = new SettingsPanel();
+  const chat = new Chat(view, panel, startSignIn(panel));
   const pickExample = (text) => {
     if (!chat.pause) view.offer(text);
   };

@@ -16,9 +16,13 @@ function newRequest(chosen, messages, limits) {
   if (limits.tokenBudget !== null) body.token_budget = limits.tokenBudget;
   const asking = toolList(chosen.approvalTools);
   if (asking.length) body.approval_tools = asking;
+  return { url: chatUrl(chosen.endpoint), headers: requestHeaders(chosen), body };
+}
+
+function requestHeaders(chosen) {
   const headers = { "content-type": "application/json", accept: "text/event-stream" };
   if (chosen.token) headers.authorization = `Bearer ${chosen.token}`;
-  return { url: chatUrl(chosen.endpoint), headers, body };
+  return headers;
 }
 
 // The status line for a request that failed.
@@ -31,10 +35,12 @@ const waitsForApproval = (done, pending) =>
   pending.every((call) => call.kind === "approval");
 
 export class Chat {
-  // view: a ChatView; settings: a SettingsPanel.
-  constructor(view, settings) {
+  // view: a ChatView; settings: a SettingsPanel; signin: a SignIn (its token wins over a
+  // pasted one).
+  constructor(view, settings, signin = null) {
     this.view = view;
     this.settings = settings;
+    this.signin = signin;
     this.history = []; // the messages sent with the next request (before the new one)
     this.current = null; // { controller, reply } while a request streams
     this.generation = 0; // bumped by reset(), so a run that ends later leaves history alone
@@ -80,7 +86,7 @@ export class Chat {
       return;
     }
     const messages = [...this.history, { role: "user", content: text }];
-    const request = newRequest(this.settings.read(), messages, limits);
+    const request = newRequest(await this.chosen(), messages, limits);
     const started = this.generation;
     const userArticle = this.view.addUserMessage(text);
     const reply = new Reply(this.view.conversation, this.notices);
@@ -98,6 +104,13 @@ export class Chat {
       this.notSent(reply, userArticle, text, outcome.failure, request.url);
     }
     this.afterRun();
+  }
+
+  // The settings, with the signed-in token (refreshed when due) in place of a pasted one.
+  async chosen() {
+    const chosen = this.settings.read();
+    const token = this.signin ? await this.signin.token() : null;
+    return token ? { ...chosen, token } : chosen;
   }
 
   afterRun() {
@@ -202,7 +215,8 @@ export class Chat {
       ...reply.decisions.get(call.call_id),
     }));
     const body = { ...paused.request.body, messages: paused.conversation, resume: paused.resume };
-    const request = { ...paused.request, body: { ...body, approvals } };
+    const headers = requestHeaders(await this.chosen()); // a token refreshed meanwhile
+    const request = { ...paused.request, headers, body: { ...body, approvals } };
     reply.resume();
     this.view.setStatus("Running…");
     const outcome = await this.stream(request, reply);
