@@ -16,6 +16,7 @@ from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import AgentConfig
 from agentloop.events import Done
 from agentloop.http_api import InvocationInfo, RequestLimits
+from agentloop.server.identity import api_keys
 from agentloop.server.service import ChatService
 from agentloop.tools.base import Tool
 from agentloop.tools.registry import ToolRegistry
@@ -44,7 +45,7 @@ def make_service(
     return ChatService(
         config=config,
         tools=ToolRegistry(tools or []),
-        authenticate=BearerAuth(lambda: hashes).check,
+        authenticate=api_keys(BearerAuth(lambda: hashes)),
         auth_mode="bearer",
         limits=limits or RequestLimits(),
         heartbeat_s=heartbeat_s,

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from agentloop.config import ConfigurationError
+from agentloop.server.identity import allow_anyone
 from agentloop.server.service import ChatService
 from agentloop.tools.registry import ToolRegistry
 from chat_app import create_app
@@ -47,7 +48,7 @@ def open_service() -> ChatService:
     return ChatService(
         config=TEST_CONFIG,
         tools=ToolRegistry([]),
-        authenticate=lambda _: None,
+        authenticate=allow_anyone,
         auth_mode="none",
     )
 

@@ -23,6 +23,7 @@ from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.defaults import mcp_tools_from_env
 from agentloop.mcp.client import MAX_DESCRIPTION_CHARS, MAX_TOOLS
 from agentloop.mcp.config import servers_from_env
+from agentloop.server.identity import api_keys
 from agentloop.server.service import ChatService
 from agentloop.tools.registry import ToolRegistry
 from tests.fakes.loopback import LoopbackServer
@@ -94,7 +95,7 @@ def _stack(
     service = ChatService(
         config=config,
         tools=registry,
-        authenticate=BearerAuth(lambda: hashes).check,
+        authenticate=api_keys(BearerAuth(lambda: hashes)),
         auth_mode="bearer",
         mcp_tools=mcp_tools_from_env(registry, secret={"K": MCP_TOKEN}),
     )

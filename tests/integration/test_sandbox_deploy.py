@@ -32,7 +32,7 @@ from agentloop.sandbox import SandboxLimits
 from agentloop.sandbox.backends import LambdaBackend, lambda_tenant_id
 from agentloop.sandbox.runner import SandboxError
 from agentloop.sandbox.settings import SandboxSettings
-from agentloop.server.identity import allow_anyone
+from agentloop.server.identity import allow_anyone, api_keys, iam_caller
 from agentloop.server.service import ChatService
 from agentloop.tools.execute_code import execute_code_tool
 from agentloop.tools.registry import ToolRegistry
@@ -89,7 +89,11 @@ def chat_service(api: FakeLambda, mode: str, tokens: tuple[str, ...] = ()) -> Ch
     return ChatService(
         config=TEST_CONFIG,
         tools=ToolRegistry([execute_code_tool(per_tenant_settings(api))]),
-        authenticate=BearerAuth(lambda: hashes).check if mode == "bearer" else allow_anyone,
+        authenticate={
+            "bearer": api_keys(BearerAuth(lambda: hashes)),
+            "iam": iam_caller,
+            "none": allow_anyone,
+        }[mode],
         auth_mode=mode,  # type: ignore[arg-type]
     )
 
@@ -141,10 +145,10 @@ def test_each_bearer_token_is_its_own_tenant_on_both_endpoints(
 
     assert answers == ["It printed 42."] * 3
     tenants = [invocation.tenant for invocation in per_tenant_api.invocations]
-    # The token's id is the first 8 hex digits of its SHA-256: non-secret, and plain enough
-    # for Lambda to take as it is.
-    a = "bearer:" + hashlib.sha256(TOKEN_A.encode()).hexdigest()[:8]
-    b = "bearer:" + hashlib.sha256(TOKEN_B.encode()).hexdigest()[:8]
+    # An unnamed key's principal is named by the first 8 hex digits of its SHA-256:
+    # non-secret, and plain enough for Lambda to take as it is.
+    a = "key:" + hashlib.sha256(TOKEN_A.encode()).hexdigest()[:8]
+    b = "key:" + hashlib.sha256(TOKEN_B.encode()).hexdigest()[:8]
     assert tenants == [a, a, b]
     assert TOKEN_A not in str(tenants)
     assert all(invocation.event["code"] == PROGRAM for invocation in per_tenant_api.invocations)
@@ -212,7 +216,7 @@ def test_a_hostile_request_context_is_an_unknown_iam_caller(
     assert invocation.tenant == lambda_tenant_id("iam:unknown")
 
 
-def test_without_auth_every_caller_is_one_anonymous_tenant(
+def test_without_auth_every_caller_is_one_local_tenant(
     llm: ScriptedLLM, per_tenant_api: FakeLambda
 ) -> None:
     llm.respond_with(run_code_then_answer)
@@ -220,7 +224,7 @@ def test_without_auth_every_caller_is_one_anonymous_tenant(
         chat(client, "openai:gpt-4o-mini")
         chat(client, "openai:gpt-4o-mini", **bearer("anything"))
 
-    assert [i.tenant for i in per_tenant_api.invocations] == ["anonymous", "anonymous"]
+    assert [i.tenant for i in per_tenant_api.invocations] == ["local", "local"]
 
 
 async def test_each_research_job_is_its_own_tenant(

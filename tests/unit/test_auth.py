@@ -253,7 +253,7 @@ def test_auth_mode_from_env(value: str | None, mode: str) -> None:
 def test_invalid_auth_mode_lists_the_valid_ones(value: str) -> None:
     with pytest.raises(ConfigurationError) as info:
         auth_mode_from_env({"AGENTLOOP_AUTH_MODE": value})
-    assert "AGENTLOOP_AUTH_MODE must be one of bearer, iam, none" in str(info.value)
+    assert "AGENTLOOP_AUTH_MODE must be one of bearer, jwt, iam, none" in str(info.value)
 
 
 def test_importing_auth_loads_neither_boto3_nor_powertools() -> None:

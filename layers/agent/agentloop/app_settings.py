@@ -8,7 +8,8 @@ request reads ``os.environ``.
 
 Logging: :func:`configure_logging` runs once per process and installs :class:`RequestIdFilter`
 on the handlers it sets up, so every line logged while a request is handled (the loop's, a
-tool's) carries that request's id from :data:`REQUEST_ID`, which the app sets per request.
+tool's) carries that request's id from :data:`REQUEST_ID` and its caller's principal id (never
+a token) from :data:`PRINCIPAL_ID`, which the app sets per request.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from agentloop.auth import AUTH_MODE_ENV, TOKEN_HASHES_ENV, AuthMode, auth_mode_
 from agentloop.config import ConfigurationError
 from agentloop.host_check import AllowedHosts, allowed_hosts_for, parse_allowed_hosts
 from agentloop.http_api import RequestLimits
-from agentloop.logs import REQUEST_ID, quiet_request_loggers
+from agentloop.logs import PRINCIPAL_ID, REQUEST_ID, quiet_request_loggers
+from agentloop.oidc import JwtSettings
 from agentloop.secret_store import SECRET_ID_ENV
 
 METRICS_ENV = "AGENTLOOP_METRICS"
@@ -42,6 +44,9 @@ class AppSettings(BaseModel):
     auth_mode: AuthMode = "bearer"
     auth_token_sha256: str | None = Field(
         default=None, description="Comma-separated token hashes, when there is no secret."
+    )
+    jwt: JwtSettings | None = Field(
+        default=None, description="The OpenID Connect issuer (AGENTLOOP_JWT_*), in jwt mode."
     )
     metrics: bool = Field(
         default=False, description="One EMF blob per run: default on on Lambda, off elsewhere."
@@ -64,10 +69,13 @@ class AppSettings(BaseModel):
             return env.get(name, "").strip() or None
 
         on_lambda = bool(read("AWS_LAMBDA_FUNCTION_NAME"))
+        auth_mode = auth_mode_from_env(env)
         values: dict[str, Any] = {
             "on_lambda": on_lambda,
             "secret_id": read(SECRET_ID_ENV),
-            "auth_mode": auth_mode_from_env(env),
+            "auth_mode": auth_mode,
+            # jwt mode without an issuer or audience stops start-up, naming the variable.
+            "jwt": JwtSettings.from_env(env) if auth_mode == "jwt" else None,
             "auth_token_sha256": read(TOKEN_HASHES_ENV),
             "metrics": _metrics_on(read(METRICS_ENV), on_lambda=on_lambda),
             "cors_origins": _split(env.get(CORS_ORIGINS_ENV, "")),
@@ -116,7 +124,9 @@ def _metrics_on(raw: str | None, *, on_lambda: bool) -> bool:
 
 
 class RequestIdFilter(logging.Filter):
-    """Adds ``request_id`` to every record that passes, from :data:`REQUEST_ID`.
+    """Adds ``request_id`` and ``principal`` to every record that passes, from
+    :data:`REQUEST_ID` and :data:`PRINCIPAL_ID` (the caller's id: a key's name, an ARN, a
+    digest of issuer and subject; never a token).
 
     A record that already has one (``extra={"request_id": ...}``) keeps it. Outside a request
     the attribute is ``default``: ``"-"`` for the plain format, None on Lambda, where
@@ -130,10 +140,12 @@ class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "request_id", None) is None:
             record.request_id = REQUEST_ID.get() or self.default
+        if getattr(record, "principal", None) is None:
+            record.principal = PRINCIPAL_ID.get() or self.default
         return True
 
 
-PLAIN_FORMAT = "%(levelname)s:%(name)s:[%(request_id)s] %(message)s"
+PLAIN_FORMAT = "%(levelname)s:%(name)s:[%(request_id)s %(principal)s] %(message)s"
 
 
 def configure_logging(settings: AppSettings) -> None:

@@ -1,10 +1,15 @@
-"""Bearer-token auth for the chat endpoints.
+"""Bearer-token auth for the chat endpoints: static API keys, each with a name.
 
 Only SHA-256 hashes of valid tokens are stored (in the project's secret, or locally in
 ``AGENTLOOP_AUTH_TOKEN_SHA256``), so reading the secret or the environment never reveals a
-token. The hash of a presented token is compared with every stored hash in constant time.
-Nothing here echoes a presented token or logs a hash. Importing this module uses only the
-standard library; the secret is read (and boto3 imported) on the first check.
+token. An entry is ``name:<sha256 hex>`` (the key of one person or client: its name is who
+the caller is, a :class:`~agentloop.principal.Principal` of kind ``key``; removing the entry
+revokes it) or a bare ``<sha256 hex>``, named by its first 8 hex digits (the id such keys had
+in logs and sandbox tenants before keys had names). Several entries may share a name: one
+caller's old and new key during a rotation. The hash of a presented token is compared with
+every stored hash in constant time. Nothing here echoes a presented token or logs a hash.
+Importing this module uses only the standard library; the secret is read (and boto3
+imported) on the first check.
 """
 
 from __future__ import annotations
@@ -13,15 +18,18 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import secrets
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Literal, get_args
 
+from agentloop.principal import Principal
 from agentloop.secret_store import SECRET_ID_ENV, read_secret
 
 logger = logging.getLogger(__name__)
 
-AuthMode = Literal["bearer", "iam", "none"]
+AuthMode = Literal["bearer", "jwt", "iam", "none"]
 AUTH_MODES: tuple[AuthMode, ...] = get_args(AuthMode)
 
 AUTH_MODE_ENV = "AGENTLOOP_AUTH_MODE"
@@ -30,6 +38,13 @@ SECRET_HASHES_KEY = "auth_token_sha256"
 TOKEN_PREFIX = "al_"
 
 _HEX = frozenset("0123456789abcdef")
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
+"""A key's name: short and plain, so ``key:<name>`` is a readable log field and sandbox
+tenant id; no ``:`` (the separator), no spaces, nothing to forge a log line with."""
+UNNAMED_KEY_ID_CHARS = 8
+"""A bare hash's name: its first hex digits (not a secret: 32 bits of a SHA-256)."""
+REALM_CHALLENGE = 'Bearer realm="agentloop"'
+INVALID_TOKEN_CHALLENGE = REALM_CHALLENGE + ', error="invalid_token"'
 
 
 def hash_token(token: str) -> str:
@@ -43,16 +58,49 @@ def new_token() -> tuple[str, str]:
     return token, hash_token(token)
 
 
+def check_key_name(name: str) -> str:
+    """``name`` if it can name a key, else ValueError saying what a name may hold."""
+    if not KEY_NAME.fullmatch(name):
+        raise ValueError(
+            "a key name is 1-64 letters, digits and . _ @ + - (not starting with a punctuation "
+            "mark; no ':' or spaces)"
+        )
+    return name
+
+
 class AuthError(Exception):
-    """A request without a valid token: always 401, with a message safe to send back."""
+    """A request without a valid token: always 401, with a message safe to send back.
+
+    RFC 6750: the challenge names the scheme, and says ``error="invalid_token"`` only when a
+    token was presented and refused (no error attribute when none was sent).
+    """
 
     status: int = 401
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, invalid_token: bool = False) -> None:
         super().__init__(message)
         self.message = message
-        # RFC 6750: a 401 for a bearer-protected resource names the scheme.
-        self.headers: dict[str, str] = {"WWW-Authenticate": 'Bearer realm="agentloop"'}
+        challenge = INVALID_TOKEN_CHALLENGE if invalid_token else REALM_CHALLENGE
+        self.headers: dict[str, str] = {"WWW-Authenticate": challenge}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredKey:
+    """One usable entry of the key list: who it is, and the hash (lowercase hex, ASCII)."""
+
+    name: str
+    digest: bytes
+
+
+def parse_key_entry(entry: object) -> StoredKey | None:
+    """``name:<sha256 hex>`` or a bare ``<sha256 hex>``; None when it is neither."""
+    if not isinstance(entry, str):
+        return None
+    name, sep, digest = entry.strip().rpartition(":")
+    hashed = _normalise_hash(digest)
+    if hashed is None or (sep and not KEY_NAME.fullmatch(name)):
+        return None
+    return StoredKey(name if sep else hashed[:UNNAMED_KEY_ID_CHARS].decode("ascii"), hashed)
 
 
 class BearerAuth:
@@ -68,29 +116,35 @@ class BearerAuth:
         self._warned_ignored = 0
 
     def check(self, authorization: str | None) -> str:
-        """Return a short, non-secret id of the matching token (for logs), or raise AuthError."""
-        presented = hash_token(_bearer_token(authorization)).encode("ascii")
-        matched = False
+        """The name of the key presented (not a secret), or raise AuthError."""
+        presented = hash_token(bearer_token(authorization)).encode("ascii")
+        matched: str | None = None
         usable = 0
         ignored = 0
         # One pass over every entry, with no early exit, so timing does not reveal which
         # stored hash matched or how far down the list it is.
         for entry in self._load_hashes():
-            candidate = _normalise_hash(entry)
-            if candidate is None:
+            key = parse_key_entry(entry)
+            if key is None:
                 ignored += 1
                 continue
             usable += 1
-            matched |= hmac.compare_digest(presented, candidate)
+            if hmac.compare_digest(presented, key.digest) and matched is None:
+                matched = key.name
         self._warn_ignored(ignored)
         if usable == 0:
             raise AuthError(
                 "no bearer tokens are configured on the server: add token hashes "
-                f"({SECRET_HASHES_KEY} in the secret, or {TOKEN_HASHES_ENV} locally)"
+                f"({SECRET_HASHES_KEY} in the secret, or {TOKEN_HASHES_ENV} locally)",
+                invalid_token=True,
             )
-        if not matched:
-            raise AuthError("invalid token")
-        return presented[:8].decode("ascii")
+        if matched is None:
+            raise AuthError("invalid token", invalid_token=True)
+        return matched
+
+    def principal(self, authorization: str | None) -> Principal:
+        """The caller holding the key presented, or raise AuthError."""
+        return Principal.for_key(self.check(authorization))
 
     def _warn_ignored(self, ignored: int) -> None:
         """Warn about malformed stored hashes once per change in their number, not per request."""
@@ -101,8 +155,12 @@ class BearerAuth:
         self._warned_ignored = ignored
 
 
-def _bearer_token(authorization: str | None) -> str:
-    """Take the token from the header value; never put any part of it in a message."""
+def bearer_token(authorization: str | None) -> str:
+    """Take the token from the header value; never put any part of it in a message.
+
+    No header, another scheme or an empty token is a request without a token (RFC 6750 3.1:
+    no error attribute); a token with spaces in it was presented, and is invalid.
+    """
     if authorization is None or not authorization.strip():
         raise AuthError("missing bearer token: send 'Authorization: Bearer <token>'")
     scheme, *rest = authorization.split(None, 1)
@@ -113,7 +171,10 @@ def _bearer_token(authorization: str | None) -> str:
     if not token:
         raise AuthError("malformed Authorization header: the bearer token is empty")
     if any(ch.isspace() for ch in token):
-        raise AuthError("malformed Authorization header: the bearer token contains spaces")
+        raise AuthError(
+            "malformed Authorization header: the bearer token contains spaces",
+            invalid_token=True,
+        )
     return token
 
 
@@ -137,7 +198,7 @@ def _split_hashes(value: object, where: str) -> list[str]:
         return [item if isinstance(item, str) else "" for item in value]
     from agentloop.config import ConfigurationError
 
-    raise ConfigurationError(f"{where} must be a list of SHA-256 hex strings")
+    raise ConfigurationError(f"{where} must be a list of SHA-256 hex strings (or name:hex)")
 
 
 def token_hashes_from_secret(secret_id: str, max_age_s: int = 300) -> Callable[[], list[str]]:
@@ -162,7 +223,8 @@ def token_hashes_from_env(environ: Mapping[str, str] = os.environ) -> Callable[[
 
 
 def auth_mode_from_env(environ: Mapping[str, str] = os.environ) -> AuthMode:
-    """``AGENTLOOP_AUTH_MODE``: bearer (the default), iam (the Function URL checks), or none."""
+    """``AGENTLOOP_AUTH_MODE``: bearer (the default), jwt (an OpenID Connect issuer's tokens),
+    iam (the Function URL checks), or none."""
     raw = environ.get(AUTH_MODE_ENV, "").strip().lower() or "bearer"
     for mode in AUTH_MODES:
         if raw == mode:
@@ -183,5 +245,5 @@ def bearer_auth_from_env(environ: Mapping[str, str] = os.environ) -> BearerAuth:
 
     raise ConfigurationError(
         f"bearer auth needs {SECRET_ID_ENV} or {TOKEN_HASHES_ENV} (comma-separated SHA-256 "
-        f"hex digests of the valid tokens); or set {AUTH_MODE_ENV}=iam or =none"
+        f"hex digests of the valid tokens); or set {AUTH_MODE_ENV}=jwt, =iam or =none"
     )

@@ -15,6 +15,10 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("agentloop_request_id", default=
 """The id of the request being handled, for log lines: set by the chat app per request and
 by every run from its ``ChatContext.request_id`` (its tasks and tools inherit it)."""
 
+PRINCIPAL_ID: ContextVar[str | None] = ContextVar("agentloop_principal_id", default=None)
+"""The id of the caller being served (``Principal.id``: never a token), for log lines and
+traces: set by the chat app when a request is authenticated and when its run starts."""
+
 QUIET_LOGGERS = ("httpx", "httpcore", "openai", "groq")
 """Loggers that write request URLs at INFO."""
 

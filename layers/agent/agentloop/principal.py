@@ -15,6 +15,9 @@ from typing import Literal
 
 PrincipalKind = Literal["jwt", "key", "iam", "local"]
 
+PRINCIPAL_KEY = "principal"
+"""Key of the run's Principal in ``ChatContext.extras`` / ``ToolContext.extras``."""
+
 JWT_ID_HEX_CHARS = 24
 """96 bits of sha256(issuer|subject): no collision among any plausible number of users."""
 

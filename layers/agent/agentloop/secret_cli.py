@@ -14,6 +14,10 @@ A value is read from stdin, from a prompt that does not echo, or from a named en
 variable; never from the command line, which shell history and ``ps`` keep. Nothing here
 prints a stored value; ``token`` and ``secret add-token`` print the new token, once.
 boto3 is imported only by the commands that call AWS.
+
+API keys have names (``--name alice``): the stored entry is ``alice:<sha256>``, the caller is
+the principal ``key:alice``, and ``secret remove-token --name alice`` revokes every key of that
+name. A key stored without a name is named by its id (its hash's first 8 hex digits).
 """
 
 from __future__ import annotations
@@ -29,15 +33,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from agentloop.auth import SECRET_HASHES_KEY, TOKEN_HASHES_ENV, new_token
+from agentloop.auth import SECRET_HASHES_KEY, TOKEN_HASHES_ENV, check_key_name, new_token
 from agentloop.secret_store import PROVIDER_KEY_NAMES, SECRET_ID_ENV
 
 SIGNING_KEY = "AGENTLOOP_SIGNING_KEY"
 _NEXT_VERSION = uuid.UUID("5b0f8a52-3c1e-4d7a-9e51-6a0c2f4b8d17")
 """Namespace of the version ids this module writes: uuid5(this, the version replaced)."""
 TOKEN_ID_LENGTH = 8
-"""A token's id: the first hex digits of its hash, as ``BearerAuth.check`` returns it for
-logs and the sandbox tenant (``bearer:<id>``). Not a secret."""
+"""A token's id: the first hex digits of its hash; the name of a key stored without one
+(``BearerAuth.check``), so its principal is ``key:<id>``. Not a secret."""
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _HEX = re.compile(r"[0-9a-f]+")
 
@@ -209,8 +213,39 @@ def token_hashes(entries: Mapping[str, Any]) -> list[str]:
     )
 
 
+def key_entry(digest: str, name: str | None) -> str:
+    """What is stored for a key: ``name:<sha256>``, or the bare hash of an unnamed one."""
+    if name is None:
+        return digest
+    try:
+        return f"{check_key_name(name)}:{digest}"
+    except ValueError as exc:
+        raise SecretCommandError(f"--name: {exc}") from None
+
+
 def with_token_hash(entries: Mapping[str, Any], digest: str) -> dict[str, Any]:
+    """The object with one more key entry (``digest``: a hash, or ``name:<hash>``)."""
     return {**entries, SECRET_HASHES_KEY: [*token_hashes(entries), digest]}
+
+
+def entry_name(entry: str) -> str | None:
+    """The name of a stored key entry (None for a bare hash)."""
+    name, sep, _ = entry.strip().rpartition(":")
+    return name if sep else None
+
+
+def entry_hash(entry: str) -> str:
+    """The hash part of a stored key entry, lowercase."""
+    return entry.strip().rpartition(":")[2].lower()
+
+
+def without_key_name(entries: Mapping[str, Any], name: str) -> tuple[dict[str, Any], int]:
+    """The object without every key named ``name`` (its holder revoked), and how many."""
+    hashes = token_hashes(entries)
+    kept = [h for h in hashes if entry_name(h) != name]
+    if len(kept) == len(hashes):
+        raise SecretCommandError(f"no key is named {name[:64]!r} (`secret list` shows them)")
+    return {**entries, SECRET_HASHES_KEY: kept}, len(hashes) - len(kept)
 
 
 def without_token(entries: Mapping[str, Any], token_id: str) -> tuple[dict[str, Any], str]:
@@ -219,16 +254,16 @@ def without_token(entries: Mapping[str, Any], token_id: str) -> tuple[dict[str, 
     if len(wanted) < TOKEN_ID_LENGTH or not _HEX.fullmatch(wanted):
         raise SecretCommandError(
             f"name the token by its id: at least {TOKEN_ID_LENGTH} hex digits of its hash "
-            "(`secret list` shows them)"
+            "(`secret list` shows them), or by its key's name with --name"
         )
     hashes = token_hashes(entries)
-    matches = [h for h in hashes if h.strip().lower().startswith(wanted)]
+    matches = [h for h in hashes if entry_hash(h).startswith(wanted)]
     if not matches:
         raise SecretCommandError(f"no token hash starts with {wanted}")
     if len(matches) > 1:
         raise SecretCommandError(f"{len(matches)} token hashes start with {wanted}: give more")
     kept = [h for h in hashes if h != matches[0]]
-    return {**entries, SECRET_HASHES_KEY: kept}, matches[0]
+    return {**entries, SECRET_HASHES_KEY: kept}, entry_hash(matches[0])
 
 
 def _check_name(name: str) -> None:
@@ -245,7 +280,7 @@ def describe(entries: Mapping[str, Any]) -> list[tuple[str, str]]:
         value = entries[name]
         if name == SECRET_HASHES_KEY:
             try:
-                ids = [h.strip().lower()[:TOKEN_ID_LENGTH] for h in token_hashes(entries)]
+                ids = [_key_label(h) for h in token_hashes(entries)]
             except SecretCommandError:
                 rows.append((name, "malformed (neither a list of strings nor one string)"))
                 continue
@@ -258,6 +293,12 @@ def describe(entries: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _key_label(entry: str) -> str:
+    """``name:<id>`` for a named key, ``<id>`` for an unnamed one: never the whole hash."""
+    name, key_id = entry_name(entry), entry_hash(entry)[:TOKEN_ID_LENGTH]
+    return f"{name}:{key_id}" if name is not None else key_id
+
+
 # ---- the command line -----------------------------------------------------------------------
 
 
@@ -266,6 +307,7 @@ def add_commands(commands: Any) -> None:
     token = commands.add_parser(
         "token", help="make a bearer token and its sha256 (nothing is stored)"
     )
+    token.add_argument("--name", help="the key's name: prints the entry to store, name:sha256")
     token.set_defaults(run=_run_token)
 
     secret = commands.add_parser(
@@ -298,9 +340,13 @@ def add_commands(commands: Any) -> None:
     set_.add_argument("--from-env", metavar="VAR", help="take the value from this variable")
     set_.add_argument("value", nargs="?", help=argparse.SUPPRESS, action=_RefuseArgvValue)
     action("unset", "remove one entry").add_argument("name")
-    action("add-token", "make a bearer token, add its sha256, print the token once")
-    remove = action("remove-token", "remove a token's hash, by its id")
-    remove.add_argument("token_id", help="the first 8+ hex digits of its hash (see list)")
+    add = action("add-token", "make a bearer token, add its sha256, print the token once")
+    add.add_argument("--name", help="whose key it is (e.g. alice): the caller is key:<name>")
+    remove = action("remove-token", "remove a token's hash, by its id or its key's name")
+    remove.add_argument(
+        "token_id", nargs="?", help="the first 8+ hex digits of its hash (see list)"
+    )
+    remove.add_argument("--name", help="remove every key of this name (revoke its holder)")
     secret.set_defaults(run=_run_secret)
 
 
@@ -334,19 +380,25 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_token(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO) -> int:
     token, digest = new_token()
-    _print_token(token, digest, out)
+    entry = key_entry(digest, args.name)
+    _print_token(token, digest, out, args.name)
     print(
-        f"Store the sha256 (deployed: `python -m agentloop secret add-token` makes a token and "
-        f"stores it; locally: {TOKEN_HASHES_ENV}); give the token to the client.",
+        f"Store the {'entry' if args.name else 'sha256'} (deployed: `python -m agentloop secret "
+        f"add-token` makes a token and stores it; locally: {TOKEN_HASHES_ENV}); give the token "
+        "to the client.",
         file=err,
     )
+    if args.name:
+        print(f"entry:  {entry}", file=out)
     return 0
 
 
-def _print_token(token: str, digest: str, out: TextIO) -> None:
+def _print_token(token: str, digest: str, out: TextIO, name: str | None = None) -> None:
     print(f"token:  {token}", file=out)
     print(f"sha256: {digest}", file=out)
     print(f"id:     {digest[:TOKEN_ID_LENGTH]}", file=out)
+    if name:
+        print(f"name:   {name}", file=out)
 
 
 def _run_secret(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO) -> int:
@@ -378,9 +430,9 @@ def _run_secret(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextI
         return 0
     if args.action == "add-token":
         token, digest = new_token()
-        changed = with_token_hash(current.entries, digest)
+        changed = with_token_hash(current.entries, key_entry(digest, args.name))
         client.write(current, changed)  # the token is printed only once its hash is stored
-        _print_token(token, digest, out)
+        _print_token(token, digest, out, args.name)
         count = len(changed[SECRET_HASHES_KEY])
         print(
             f"Its sha256 was added to {SECRET_HASHES_KEY} in {where} ({count} now). Give the "
@@ -389,13 +441,24 @@ def _run_secret(args: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextI
             file=err,
         )
         return 0
-    changed, removed = without_token(current.entries, args.token_id)
+    changed, removed = _removal(current.entries, args)
     client.write(current, changed)
     left = len(changed[SECRET_HASHES_KEY])
-    print(f"token {removed[:TOKEN_ID_LENGTH]} removed from {where} ({left} left)", file=out)
+    print(f"{removed} removed from {where} ({left} left)", file=out)
     if left == 0:
         print("warning: no token hashes are left: every bearer request will get 401", file=err)
     return 0
+
+
+def _removal(entries: Mapping[str, Any], args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """``remove-token``'s change: one key by its id, or every key of ``--name``."""
+    if (args.token_id is None) == (args.name is None):
+        raise SecretCommandError("name the token by its id, or its key's name with --name")
+    if args.name is not None:
+        changed, count = without_key_name(entries, args.name)
+        return changed, f"{count} key(s) named {args.name}"
+    changed, removed = without_token(entries, args.token_id)
+    return changed, f"token {removed[:TOKEN_ID_LENGTH]}"
 
 
 def read_value(

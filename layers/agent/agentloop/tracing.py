@@ -19,7 +19,8 @@ event                       span
 ==========================  ===========================================================
 
 Attributes follow the GenAI semantic conventions (``gen_ai.*``); every span also has
-``agentloop.request_id``, ``agentloop.run_id`` and ``agentloop.depth``. Message content
+``agentloop.request_id``, ``agentloop.run_id``, ``agentloop.depth`` and, where the chat app
+served it, ``agentloop.principal`` (the caller's id, never a token). Message content
 (the request's messages, answers, tool arguments and results) is recorded only when the
 operator asks for it: ``AGENTLOOP_TRACE_CONTENT=on`` or the standard
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
@@ -58,6 +59,7 @@ from agentloop.events import (
     TurnStart,
     UsageReport,
 )
+from agentloop.logs import PRINCIPAL_ID
 from agentloop.models import Message, Usage
 
 if TYPE_CHECKING:
@@ -195,6 +197,7 @@ class RunObserver:
         self._tracer: Tracer = provider.get_tracer("agentloop")
         self._content = content
         self._request_id = request_id or ""
+        self._principal = PRINCIPAL_ID.get()  # who the request is for, as the app set it
         self._runs: dict[str, Span] = {}
         self._models: dict[str, str] = {}
         self._turns: dict[str, Span] = {}
@@ -213,6 +216,8 @@ class RunObserver:
             "agentloop.request_id": self._request_id,
             "agentloop.depth": depth,
         }
+        if self._principal is not None:
+            attributes["agentloop.principal"] = self._principal
         if run_id:
             attributes["agentloop.run_id"] = run_id
         return attributes

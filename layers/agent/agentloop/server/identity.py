@@ -1,5 +1,11 @@
-"""Who is calling: the Authorization header checked (401, or 503 when the token store cannot
-be read), and the caller as a short non-secret id."""
+"""Who is calling: every face's request checked the same way into a
+:class:`~agentloop.principal.Principal` (401, or 503 when the means of checking cannot be had).
+
+One :data:`Authenticate` per auth mode, chosen at start-up (``service_from_env``): bearer
+(a named API key), jwt (an OpenID Connect issuer's token), iam (the Function URL checked the
+SigV4 signature; the caller is its ARN) and none (the one ``local`` caller). The principal's
+id, never a token, is what logs, traces and the sandbox tenant see.
+"""
 
 from __future__ import annotations
 
@@ -9,47 +15,69 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 
-from agentloop.auth import AuthError
+from agentloop.auth import AuthError, BearerAuth, bearer_token
 from agentloop.config import ConfigurationError
 from agentloop.http_api import HttpError, RequestLimits, parse_json
+from agentloop.logs import PRINCIPAL_ID
+from agentloop.principal import Principal
 
 if TYPE_CHECKING:
+    from agentloop.oidc import JwtVerifier
     from agentloop.server.service import ChatService
 
 logger = logging.getLogger("agentloop.chat_app")
 
-Authenticate = Callable[[str | None], str | None]
-"""Checks an Authorization header; returns who it is (or None) or raises AuthError."""
+Authenticate = Callable[[Request], Principal]
+"""Checks a request; returns who sent it or raises AuthError (401) or ConfigurationError (503)."""
+
+UNKNOWN_IAM_CALLER = "unknown"
+MAX_ARN_CHARS = 2048
+"""Longer than any IAM ARN; what is longer (or holds a line break) is no ARN to log."""
 
 
-def allow_anyone(_: str | None) -> None:
-    """The check in ``iam`` mode (the Function URL has checked the signature) and in ``none``
-    mode (no one checks)."""
-    return None
+def allow_anyone(_: Request) -> Principal:
+    """The check in ``none`` mode: no one checks, and every caller is the one ``local``."""
+    return Principal.local()
 
 
-def authenticate(service: ChatService, request: Request) -> str | None:
-    """Who the request's token belongs to (None where the mode has no tokens)."""
+def iam_caller(request: Request) -> Principal:
+    """The check in ``iam`` mode: the Function URL has checked the SigV4 signature before the
+    function ran; the caller is the signer's ARN (``iam:unknown`` when it is not forwarded)."""
+    return Principal.for_iam(_iam_caller(request) or UNKNOWN_IAM_CALLER)
+
+
+def api_keys(auth: BearerAuth) -> Authenticate:
+    """The check in ``bearer`` mode: the key presented, by its name."""
+
+    def check(request: Request) -> Principal:
+        return auth.principal(request.headers.get("authorization"))
+
+    return check
+
+
+def jwt_bearer(verifier: JwtVerifier) -> Authenticate:
+    """The check in ``jwt`` mode: the bearer token verified against the issuer's keys."""
+
+    def check(request: Request) -> Principal:
+        return verifier.verify(bearer_token(request.headers.get("authorization")))
+
+    return check
+
+
+def authenticate(service: ChatService, request: Request) -> Principal:
+    """Who sent the request (every face's first step), or the HTTP error that refuses it.
+
+    The principal's id goes on the request's log lines (:data:`agentloop.logs.PRINCIPAL_ID`).
+    """
     try:
-        return service.authenticate(request.headers.get("authorization"))
+        principal = service.authenticate(request)
     except AuthError as exc:
         raise HttpError(exc.status, "unauthorized", exc.message, headers=exc.headers) from exc
-    except ConfigurationError as exc:  # the token store itself could not be read
+    except ConfigurationError as exc:  # the token store or the issuer's keys cannot be had
         logger.error("authentication unavailable: %s", exc)
         raise HttpError(503, "configuration_error", "authentication is unavailable") from exc
-
-
-def caller_id(service: ChatService, who: str | None, request: Request) -> str:
-    """The authenticated caller as a short non-secret id: execute_code's sandbox tenant.
-
-    bearer: the matching token's id; iam: the signer's ARN from the Function URL's request
-    context; none: one shared "anonymous" (docs/deploy.md, "Tenant isolation").
-    """
-    if service.auth_mode == "bearer" and who:
-        return f"bearer:{who}"
-    if service.auth_mode == "iam":
-        return f"iam:{_iam_caller(request) or 'unknown'}"
-    return "anonymous"
+    PRINCIPAL_ID.set(principal.id)
+    return principal
 
 
 def _iam_caller(request: Request) -> str | None:
@@ -68,4 +96,5 @@ def _iam_caller(request: Request) -> str | None:
     authorizer = context.get("authorizer") if isinstance(context, dict) else None
     iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
     arn = iam.get("userArn") if isinstance(iam, dict) else None
-    return arn if isinstance(arn, str) and arn else None
+    usable = isinstance(arn, str) and 0 < len(arn) <= MAX_ARN_CHARS and arn.isprintable()
+    return arn if usable else None

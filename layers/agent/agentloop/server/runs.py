@@ -1,5 +1,10 @@
 """The seam every face uses: read the request (who, the bounded JSON body, the message
-limits), plan and start its run, and stream the face's frames of it back."""
+limits), plan and start its run, and stream the face's frames of it back.
+
+Who asked travels with the run: the :class:`~agentloop.principal.Principal` is in the run's
+extras under ``PRINCIPAL_KEY`` (what owns or spends reads it there: tools get the extras,
+sub-agents share them), its id is the sandbox tenant, and it is on the run's log lines and
+trace (``PRINCIPAL_ID``)."""
 
 from __future__ import annotations
 
@@ -19,12 +24,13 @@ from agentloop.http_api import (
     plan_request,
     read_json,
 )
-from agentloop.logs import REQUEST_ID
+from agentloop.logs import PRINCIPAL_ID, REQUEST_ID
 from agentloop.models import ChatRequest
 from agentloop.plan import RunPlan
+from agentloop.principal import PRINCIPAL_KEY, Principal
 from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.server.body import read_body
-from agentloop.server.identity import authenticate, caller_id
+from agentloop.server.identity import authenticate
 from agentloop.server.metrics import observed
 from agentloop.server.service import ChatService
 from agentloop.server.streaming import STREAM_HEADERS, EventStreamResponse
@@ -46,7 +52,7 @@ class StartedRun:
 
 async def read_request_json(
     request: Request, service: ChatService, messages_key: str = "messages"
-) -> tuple[Any, str | None]:
+) -> tuple[Any, Principal]:
     """Every face's first steps: who is asking (401), the bounded body (408, 413) as JSON
     (400), and the message limits on ``raw[messages_key]`` (413)."""
     who = authenticate(service, request)
@@ -67,7 +73,7 @@ async def prepare_tools(service: ChatService) -> None:
 def start_run(
     request: Request,
     service: ChatService,
-    who: str | None,
+    who: Principal,
     chat_request: ChatRequest,
     params: Mapping[str, str] | None = None,
     *,
@@ -88,17 +94,21 @@ def start_run(
         raise
     info = invocation_info(request.headers)
     REQUEST_ID.set(info.request_id)
-    context = _context(service, info, caller_id(service, who, request))
+    # Again here: a face may start the run in another task than the one that authenticated.
+    PRINCIPAL_ID.set(who.id)
+    context = _context(service, info, who)
     events = observed(handle_chat(chat_request, context, plan), service, info)
     return StartedRun(plan, context, info, events)
 
 
-def _context(service: ChatService, info: InvocationInfo, caller: str) -> ChatContext:
+def _context(service: ChatService, info: InvocationInfo, who: Principal) -> ChatContext:
+    """The run's context: its deadline and request id, and who it is for (a per-principal
+    sandbox tenant: two callers never share a sandbox environment)."""
     return ChatContext(
         setup=service.setup,
         deadline=info.deadline,
         request_id=info.request_id,
-        extras={SANDBOX_TENANT_KEY: caller},
+        extras={SANDBOX_TENANT_KEY: who.id, PRINCIPAL_KEY: who},
     )
 
 

@@ -14,13 +14,19 @@ from starlette.requests import Request
 from agentloop.app_settings import AppSettings
 from agentloop.auth import AuthMode, bearer_auth_from_env
 from agentloop.chat import AgentSetup
-from agentloop.config import AgentConfig
+from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.defaults import default_registry, mcp_tools_from_env
 from agentloop.events import Done
 from agentloop.http_api import InvocationInfo, RequestLimits
 from agentloop.llm.registry import describe_models, listed_models, providers_with_keys
 from agentloop.secret_store import load_provider_keys, read_secret
-from agentloop.server.identity import Authenticate, allow_anyone
+from agentloop.server.identity import (
+    Authenticate,
+    allow_anyone,
+    api_keys,
+    iam_caller,
+    jwt_bearer,
+)
 from agentloop.tools.execute_code import execute_code_mode
 from agentloop.tools.registry import ToolRegistry
 
@@ -69,11 +75,7 @@ def service_from_env(settings: AppSettings | None = None) -> ChatService:
         # Import now, in Lambda's init phase, not while the first request's done is pending.
         import aws_lambda_powertools.metrics  # noqa: F401
     mode = settings.auth_mode
-    authenticate: Authenticate = allow_anyone
-    if mode == "bearer":
-        authenticate = bearer_auth_from_env(settings.auth_environ()).check
-    elif mode == "none":
-        logger.warning("AGENTLOOP_AUTH_MODE=none: anyone who can reach this URL can use it")
+    authenticate = authenticator(settings)
     tools = default_registry()
     mcp_tools = mcp_tools_from_env(tools, secret)
     execute_code = execute_code_mode() if "execute_code" in tools.names else "off"
@@ -93,6 +95,23 @@ def service_from_env(settings: AppSettings | None = None) -> ChatService:
             listed_models(config.default_model, config.allowed_models, providers_with_keys())
         ),
     )
+
+
+def authenticator(settings: AppSettings) -> Authenticate:
+    """How this process checks callers, by ``AGENTLOOP_AUTH_MODE``; every face uses it."""
+    if settings.auth_mode == "bearer":
+        return api_keys(bearer_auth_from_env(settings.auth_environ()))
+    if settings.auth_mode == "jwt":
+        from agentloop.oidc import JwtVerifier
+
+        if settings.jwt is None:  # AppSettings.from_env reads them in jwt mode
+            raise ConfigurationError("AGENTLOOP_AUTH_MODE=jwt needs AGENTLOOP_JWT_ISSUER")
+        logger.info("jwt auth: tokens of %s", settings.jwt.issuer)
+        return jwt_bearer(JwtVerifier(settings.jwt))
+    if settings.auth_mode == "iam":
+        return iam_caller
+    logger.warning("AGENTLOOP_AUTH_MODE=none: anyone who can reach this URL can use it")
+    return allow_anyone
 
 
 def service_of(request: Request) -> ChatService:
