@@ -30,7 +30,7 @@ export class AccountView {
     const user = signin.user;
     this.box.hidden = !signin.available && !signin.problem;
     this.who.textContent = user ? user : signin.problem || "";
-    this.who.title = user ? `Signed in as ${user}` : "";
+    this.who.title = user ? `Signed in as ${user}` : signin.problem || "";
     this.who.classList.toggle("account-problem", !user && Boolean(signin.problem));
     this.signInButton.hidden = Boolean(user) || !signin.available;
     this.signOutButton.hidden = !user;
