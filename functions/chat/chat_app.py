@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute, Mount, Route
 
+from agentloop.logs import hide_query_strings
 from agentloop.server.deferred import Deferred
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from agentloop.server.service import ChatService
 
 __all__ = ["create_app", "routes"]
+
+hide_query_strings()  # uvicorn's access log (on under `make dev`): no token from a query string
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 

@@ -92,4 +92,5 @@ def test_importing_the_route_table_loads_no_endpoint_and_no_engine() -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     imported, with_routes = (json.loads(line) for line in result.stdout.splitlines()[-2:])
-    assert imported == with_routes == ["agentloop", "agentloop.server", "agentloop.server.deferred"]
+    light = ["agentloop", "agentloop.logs", "agentloop.server", "agentloop.server.deferred"]
+    assert imported == with_routes == light
