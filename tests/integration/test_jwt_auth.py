@@ -580,3 +580,35 @@ def test_log_lines_carry_the_principal_id_and_never_the_token(
     everything = caplog.text + "".join(str(vars(record)) for record in caplog.records)
     for secret in (token, refused, *token.split("."), *refused.split(".")[1:]):
         assert secret not in everything
+
+
+# ---- traces: the principal id on the run's spans -----------------------------------------------
+
+
+def test_the_run_s_spans_carry_the_principal_id(
+    llm: ScriptedLLM, issuer: IssuerServer, ecdsa: SigningKey
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agentloop import tracing
+
+    answer_everything(llm)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    token = mint(claims(issuer), ecdsa)
+    try:
+        with ServedApp(jwt_service(issuer), name="jwt-traces") as app:
+            chat_sse(app, token)
+            app.runs(1)
+    finally:
+        tracing.install(None)
+
+    expected = Principal.for_jwt(issuer.url, "user-1", "alice@example.com", "pro").id
+    spans = exporter.get_finished_spans()
+    assert {span.name for span in spans} == {"invoke_agent agentloop", "chat m"}
+    assert all((span.attributes or {}).get("agentloop.principal") == expected for span in spans)
+    assert all(token not in str(dict(span.attributes or {})) for span in spans)
