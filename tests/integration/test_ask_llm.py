@@ -202,6 +202,8 @@ async def test_cancelling_the_top_level_stops_subagents(llm: ScriptedLLM, model:
     assert done.stop_reason == "cancelled"
     finishes = [e for e in events if isinstance(e, SubagentFinish)]
     assert sorted(f.stop_reason for f in finishes) == ["cancelled", "cancelled"]
-    sub_calls = [r for r in llm.requests if asked(r) != TOP]
-    assert len(sub_calls) == 2, "each sub-agent made one call, then stopped"
+    # Each sub-agent stopped at its first call: that call may have been cut before it reached
+    # the model (the token cancels calls in flight at once), but none made a second.
+    sub_calls = sorted(asked(r) for r in llm.requests if asked(r) != TOP)
+    assert sub_calls in (["s1"], ["s2"], ["s1", "s2"]), sub_calls
     assert json.loads(done.model_dump_json())["stop_reason"] == "cancelled"

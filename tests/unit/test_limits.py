@@ -241,3 +241,18 @@ def test_cancel_is_idempotent() -> None:
     token.cancel()
 
     assert token.cancelled
+
+
+def test_a_cancel_token_calls_back_once_and_at_once_when_already_cancelled() -> None:
+    token = CancelToken()
+    calls: list[str] = []
+    token.on_cancel(lambda: calls.append("first"))
+    forget = token.on_cancel(lambda: calls.append("forgotten"))
+    forget()
+    forget()  # forgetting twice is harmless
+    token.cancel()
+    token.cancel()  # a second cancel calls nothing again
+    assert calls == ["first"]
+    token.on_cancel(lambda: calls.append("late"))()  # already cancelled: called at once
+    assert calls == ["first", "late"]
+    assert token.cancelled

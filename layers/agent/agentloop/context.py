@@ -19,7 +19,7 @@ model is *sent* is a view of them:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 Wire = dict[str, Any]
@@ -94,27 +94,57 @@ def _chars(message: Wire) -> int:
     return len(json.dumps(message, ensure_ascii=False))
 
 
+@dataclass
+class ViewCache:
+    """Each message's form in the view and its size, kept for one run.
+
+    A message never changes once the run has added it, and its compacted form depends only
+    on the message, so each is previewed and serialized once rather than on every call.
+    Entries are keyed by the message object itself (held here, so its id is never reused).
+    """
+
+    _entries: dict[tuple[int, bool, int], tuple[Wire, Wire, int]] = field(default_factory=dict)
+
+    def shown(self, message: Wire, reduced: bool, preview_chars: int) -> tuple[Wire, int]:
+        """``message`` as sent (its content previewed when ``reduced``) and its size."""
+        key = (id(message), reduced, preview_chars if reduced else 0)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is message:
+            return entry[1], entry[2]
+        shown = message
+        if reduced:
+            content = preview(message["content"], preview_chars)
+            if content is not message["content"]:  # a short result is sent as it is
+                shown = {**message, "content": content}
+        size = _chars(shown)
+        self._entries[key] = (message, shown, size)
+        return shown, size
+
+
 def compact_view(wire: list[Wire], settings: CompactionSettings) -> list[Wire]:
     """The messages to send: ``wire[0]`` is the system prompt, the rest the history."""
     return measured_view(wire, settings).messages
 
 
-def measured_view(wire: list[Wire], settings: CompactionSettings) -> Prompt:
-    """:func:`compact_view`, measured: each message is serialized once."""
+def measured_view(
+    wire: list[Wire], settings: CompactionSettings, cache: ViewCache | None = None
+) -> Prompt:
+    """:func:`compact_view`, measured: each message is serialized once (once per run, with
+    the run's ``cache``)."""
+    cache = ViewCache() if cache is None else cache
     system, history = wire[:1], wire[1:]
     last_round = max(
         (i for i, m in enumerate(history) if m.get("role") == "assistant" and m.get("tool_calls")),
         default=len(history),
     )
     view: list[Wire] = []
+    sizes: list[int] = []
     for index, message in enumerate(history):
-        if message.get("role") == "tool" and index < last_round:
-            content = preview(message["content"], settings.preview_chars)
-            if content is not message["content"]:  # a short result is sent as it is
-                message = {**message, "content": content}
-        view.append(message)
-    system_chars = sum(map(_chars, system))
-    sizes = [_chars(m) for m in view]
+        reduced = message.get("role") == "tool" and index < last_round
+        shown, size = cache.shown(message, reduced, settings.preview_chars)
+        view.append(shown)
+        sizes.append(size)
+    system_chars = sum(cache.shown(m, False, 0)[1] for m in system)
     if system_chars + sum(sizes) <= settings.max_chars:
         return Prompt(system + view, system_chars + sum(sizes))
     kept = _window(view, sizes, settings.max_chars - system_chars)

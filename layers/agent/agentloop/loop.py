@@ -328,7 +328,7 @@ class AgentLoop:
         """What the model is sent: the compacted view of the history, or all of it."""
         if not self.setup.config.compaction:
             return Prompt.of(self.state.wire)
-        return measured_view(self.state.wire, self.state.compaction)
+        return measured_view(self.state.wire, self.state.compaction, self.state.view_cache)
 
     async def _call_with_compaction(
         self, view: Prompt, tool_choice: Literal["auto", "none"], plan: CallPlan
@@ -346,7 +346,7 @@ class AgentLoop:
                 Notice(code="context_compacted", message="The conversation was shortened to fit.")
             )
             self.state.compaction = harder
-            shorter = measured_view(self.state.wire, harder)
+            shorter = measured_view(self.state.wire, harder, self.state.view_cache)
             plan = self._calls.remeasured(plan, shorter)
             return await self._calls.call(shorter, tool_choice, plan)
 
@@ -430,7 +430,10 @@ class AgentLoop:
                 self.state.records.append(ToolRecord(call, result.ok, content))
                 return content
 
-        contents = await asyncio.gather(*(run_one(call) for call in calls))
+        if len(calls) == 1:  # the usual round: no task to make
+            contents = [await run_one(calls[0])]
+        else:
+            contents = await asyncio.gather(*(run_one(call) for call in calls))
         for call, content in zip(calls, contents, strict=True):
             self.state.append(ToolMessage(tool_call_id=call.id, content=content))
 

@@ -9,7 +9,6 @@ figures or, without them, one estimate: the budget's calibrated characters-per-t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 from collections.abc import Callable
@@ -175,19 +174,23 @@ class ModelCalls:
         return turn
 
     async def _race(self, task: asyncio.Future[ModelTurn], seconds: float) -> None:
-        """Wait for the call, the cancel token or the time limit, whichever comes first; a
-        call still running then is cancelled. The whole call - connecting, every retry, the
-        last byte - ends by ``seconds``: the SDK's own timeout bounds each read, not the call."""
-        cancel_wait = asyncio.ensure_future(self._setup.limits.cancel.wait())
-        first: set[asyncio.Future[Any]] = {task, cancel_wait}
+        """Wait for the call until the cancel token or the time limit stops it (the call is
+        then cancelled and awaited). The whole call - connecting, every retry, the last byte -
+        ends by ``seconds``: the SDK's own timeout bounds each read, not the call. How the call
+        ended (its turn, its error, cancelled) stays in ``task`` for the caller to read."""
+        timer = asyncio.get_running_loop().call_later(seconds, task.cancel)
+        forget = self._setup.limits.cancel.on_cancel(task.cancel)
         try:
-            await asyncio.wait(first, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():  # this run itself is cancelled
+                raise
+        except Exception:  # the call's own failure: the caller reads it from the task
+            pass
         finally:
-            cancel_wait.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+            timer.cancel()
+            forget()
 
     def _estimated_usage(self, plan: CallPlan, output_chars: int) -> Usage:
         """A call without the provider's figures (abandoned, cut, unreported): the prompt's

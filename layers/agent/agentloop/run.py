@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloop.config import AgentConfig
-from agentloop.context import CompactionSettings
+from agentloop.context import CompactionSettings, ViewCache
 from agentloop.limits import CancelToken, Deadline, TokenBudget
 from agentloop.llm.base import ChatModel
 from agentloop.models import Message, Sampling, SystemMessage, ToolCall, to_wire
@@ -89,6 +89,8 @@ class RunState:
     message the run added."""
     compaction: CompactionSettings
     """How the model's view is compacted (made harder when the provider says too long)."""
+    view_cache: ViewCache = field(default_factory=ViewCache)
+    """Each message's form in the view and its size, measured once for the run."""
     added: list[Message] = field(default_factory=list)
     """Every message the run added: ``done.messages``."""
     records: list[ToolRecord] = field(default_factory=list)
