@@ -90,10 +90,14 @@ class Marks:
 
     def _keep(self, record: dict[str, Any], body: bytes) -> None:
         try:
-            messages = json.loads(body).get("messages", [])
+            request = json.loads(body)
         except ValueError:
-            messages = []
+            request = {}
+        messages = request.get("messages", []) if isinstance(request, dict) else []
+        tools = request.get("tools", []) if isinstance(request, dict) else []
         record["prompt_tokens"] = max(1, len(json.dumps(messages)) // 4)
+        # What a request makes the model read, tool definitions included (compact JSON).
+        record["prompt_chars"] = len(json.dumps([messages, tools], separators=(",", ":")))
         match = TASK_RE.search(json.dumps(messages))
         run = match.group(2) if match else "unknown"
         with self.lock:

@@ -488,7 +488,15 @@ class Pool:
             log.close()
 
 
-FIELDS = ("ms", "calls", "prompt_tokens", "tool_phase_ms", "tool_span_ms", "first_text_ms")
+FIELDS = (
+    "ms",
+    "calls",
+    "prompt_tokens",
+    "prompt_chars",
+    "tool_phase_ms",
+    "tool_span_ms",
+    "first_text_ms",
+)
 
 
 def fig_tasks(
@@ -533,6 +541,21 @@ def fig_tasks(
             say(f"  {task:<8} {key:<20} {shown}")
         else:
             say(f"  {task:<8} {key:<20} FAILED: {row['why']}")
+    return rows
+
+
+def fig_loop(server: str) -> dict[str, Any]:
+    """The loop task by every contender, then where agentloop's own time went (the profile
+    of a worker running it, printed so a regression shows its source)."""
+    rows = fig_tasks(server, "loop", IN_PROCESS)
+    found = worker({"mode": "profile", "server": server, "contender": "agentloop-groq"})
+    if "top" in found:
+        rows["profile"] = found
+        say(f"  loop     agentloop's own code: {found['own_ms_per_call']:.3f} ms per model call")
+        for name, ms in found["top"]:
+            say(f"    {ms:6.3f} ms/call  {name}")
+    else:
+        say(f"  loop     profile FAILED: {found['runs'][0]['why']}")
     return rows
 
 
@@ -816,7 +839,7 @@ def main() -> int:
         with model_server() as server:
             steps: dict[str, Callable[[], dict[str, Any]]] = {
                 "cold": lambda: fig_cold(server),
-                "loop": lambda: fig_tasks(server, "loop", IN_PROCESS),
+                "loop": lambda: fig_loop(server),
                 "parallel": lambda: fig_tasks(server, "parallel", IN_PROCESS),
                 "stream": lambda: fig_stream(server),
                 "faces": lambda: fig_faces(server),

@@ -11,6 +11,9 @@ Modes:
 * ``memory``: import, build and one run of the loop task, then the process's peak RSS
   (see :func:`peak_rss`); nothing else is imported first, so the figure is the contender's.
 * ``compaction-check``: bench/compaction.py's own task, compaction off and on, once each.
+* ``profile``: warm runs of the loop task under pyinstrument's sampling profiler; the
+  functions of agentloop's own code with the most time of their own, per model call, so a
+  regression of the loop figure shows where it came from.
 
 One-shot modes write their result to the file named ``out`` in the spec (stdout is left to
 the frameworks, some of which print).
@@ -78,6 +81,7 @@ async def run_once(contender: Any, server: str, task: str, run_id: str) -> dict[
         "ms": ms,
         "calls": len(marks),
         "prompt_tokens": sum(m["prompt_tokens"] for m in marks),
+        "prompt_chars": sum(m.get("prompt_chars", 0) for m in marks),
     }
     if task == "parallel" and len(marks) >= 2 and "sent" in marks[0]:
         record["tool_phase_ms"] = (marks[1]["received"] - marks[0]["sent"]) * 1000
@@ -138,6 +142,46 @@ async def memory(spec: dict[str, Any]) -> dict[str, Any]:
     return {"runs": [{"ok": ok, "why": why}], **peak_rss()}
 
 
+PROFILE_RUNS = 40
+PROFILE_TOP = 12
+
+
+async def profile(spec: dict[str, Any]) -> dict[str, Any]:
+    """The loop task ``PROFILE_RUNS`` times after warm-up, sampled every 0.1 ms; agentloop's
+    own functions by self time (ms per model call), with the total of its own code."""
+    from pyinstrument import Profiler
+
+    contender = CONTENDERS[spec["contender"]]()
+    await contender.start(spec["server"])
+    for i in range(3):
+        await contender.run("loop", f"profilew{i}{os.getpid()}")
+    profiler = Profiler(interval=0.0001, async_mode="disabled")
+    profiler.start()
+    for i in range(PROFILE_RUNS):
+        await contender.run("loop", f"profile{i}{os.getpid()}")
+    session = profiler.stop()
+    await contender.stop()
+    own: dict[str, float] = {}
+    frames = [session.root_frame()]
+    while frames:
+        frame = frames.pop()
+        if frame is None:
+            continue
+        frames.extend(frame.children)
+        owner = frame.parent if frame.function == "[self]" and frame.parent else frame
+        where = owner.file_path_short or ""
+        if "agentloop/" in where and frame.total_self_time > 0:
+            name = f"{owner.function} ({where.split('agentloop/', 1)[1]}:{owner.line_no})"
+            own[name] = own.get(name, 0.0) + frame.total_self_time
+    calls = PROFILE_RUNS * (tasks.LOOP_TURNS + 1)
+    top = sorted(own.items(), key=lambda item: -item[1])[:PROFILE_TOP]
+    return {
+        "runs": PROFILE_RUNS,
+        "own_ms_per_call": sum(own.values()) * 1000 / calls,
+        "top": [[name, seconds * 1000 / calls] for name, seconds in top],
+    }
+
+
 def peak_rss() -> dict[str, float]:
     """This process's peak RSS, MB: ``VmHWM`` (its own memory image's high-water mark) and
     ``ru_maxrss``. On Linux ``ru_maxrss`` also keeps the high-water mark of the image this
@@ -176,6 +220,8 @@ def main() -> int:
         return 0
     elif spec["mode"] == "compaction-check":
         result = compaction_check()
+    elif spec["mode"] == "profile":
+        result = asyncio.run(profile(spec))
     else:
         result = asyncio.run(memory(spec))
     Path(spec["out"]).write_text(json.dumps(result))
