@@ -130,12 +130,10 @@ def test_definition_is_the_chat_completions_function_shape() -> None:
                 "properties": {
                     "query": {
                         "type": "string",
-                        "title": "Query",
                         "description": "What to look for.",
                     },
                     "limit": {
                         "type": "integer",
-                        "title": "Limit",
                         "default": 5,
                         "minimum": 1,
                         "maximum": 20,
@@ -147,9 +145,26 @@ def test_definition_is_the_chat_completions_function_shape() -> None:
     }
 
 
-def test_definition_has_no_top_level_title() -> None:
+class Note(BaseModel):
+    title: str = Field(description="The note's heading.")
+    body: str
+
+
+@tool(description="Keep a note.")
+async def keep(args: Note, ctx: ToolContext) -> str:
+    return args.title
+
+
+def test_definition_has_no_titles_but_keeps_a_field_named_title() -> None:
+    """pydantic titles the model and each field; the model is sent none of them (they only
+    repeat names, on every call), while a property that is *called* title stays."""
     assert "title" in SearchArgs.model_json_schema()
     assert "title" not in search.definition["function"]["parameters"]
+    parameters = keep.definition["function"]["parameters"]
+    assert parameters["properties"] == {
+        "title": {"type": "string", "description": "The note's heading."},
+        "body": {"type": "string"},
+    }
 
 
 def test_definition_of_an_empty_model() -> None:

@@ -98,8 +98,13 @@ class Tool:
 
     @cached_property
     def definition(self) -> dict[str, Any]:
-        """The chat-completions tool definition (computed once, so it is byte-stable)."""
-        schema = self.args_model.model_json_schema()
+        """The chat-completions tool definition (computed once, so it is byte-stable).
+
+        Without pydantic's titles (``"title": "Query"`` for a field named ``query``): they tell
+        the model nothing its name does not, and the definition is sent with every call."""
+        from agentloop.tools.schema import UntitledJsonSchema
+
+        schema = self.args_model.model_json_schema(schema_generator=UntitledJsonSchema)
         schema.pop("title", None)
         return {
             "type": "function",
