@@ -26,6 +26,8 @@ from tests.helpers import TEST_CONFIG
 
 TOKEN = "al_test-token-123"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
+PRINCIPAL = BearerAuth(lambda: [hash_token(TOKEN)]).principal(AUTH["authorization"])
+"""Who ``TOKEN`` is: the caller its runs are for (and its continuation tokens bound to)."""
 # TestClient's default base URL, http://testserver, is not a Host the local app answers to.
 LOCAL = "http://127.0.0.1"
 WAIT_S = 10.0

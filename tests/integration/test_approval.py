@@ -7,6 +7,7 @@ every run goes through the real app, the real groq SDK and the scripted server.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -14,15 +15,17 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from agentloop.auth import BearerAuth, hash_token
 from agentloop.continuation import Signer
 from agentloop.events import EVENT_ADAPTER, Done, Event
 from agentloop.models import ChatRequest
+from agentloop.server.identity import api_keys
 from agentloop.server.service import ChatService
 from chat_app import create_app
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, check_run_invariants, parse_sse
 from tests.sample_tools import double, echo
-from tests.served import AUTH, LOCAL, make_service
+from tests.served import AUTH, LOCAL, PRINCIPAL, make_service
 
 USER = {"role": "user", "content": "Double 21 and echo hi."}
 CONFIG = TEST_CONFIG.model_copy(update={"approval_tools": ("double",)})
@@ -206,7 +209,7 @@ def test_a_forged_or_edited_pending_call_is_refused(
     assert json.loads(tool_results(llm.requests[-1])[doubled]) == {"ok": True, "result": 42}
 
     # A token signed with another key, or altered, or cut short.
-    continuation = service.setup.signer.verify(paused.resume)
+    continuation = service.setup.signer.for_principal(PRINCIPAL.id).verify(paused.resume)
     foreign = Signer(b"another server's key!").sign(continuation)
     for token, fragment in [
         (foreign, "signature"),
@@ -337,3 +340,43 @@ def test_a_client_tool_may_not_shadow_a_server_tool(client: TestClient) -> None:
     shadow = {"type": "function", "function": {"name": "echo"}}
     error = refused(client, {"messages": [USER], "client_tools": [shadow]})
     assert error["param"] == "client_tools"
+
+
+def test_another_caller_cannot_continue_a_paused_run(
+    service: ChatService, llm: ScriptedLLM
+) -> None:
+    """A resume token is bound to the caller its run paused for: another key's request with
+    it is refused like a forged token, and nothing of the run goes on."""
+    alice, bob = "al_alice-key-0123456789", "al_bob-key-0123456789"
+    keys = [f"alice:{hash_token(alice)}", f"bob:{hash_token(bob)}"]
+    two_callers = dataclasses.replace(service, authenticate=api_keys(BearerAuth(lambda: keys)))
+    with TestClient(create_app(two_callers), base_url=LOCAL) as client:
+        asks = [call("double", n=21), call("echo", text="hi")]
+        llm.script(Reply(text="Let me check. ", tool_calls=asks, usage=(100, 20)))
+        body = {"model": "groq:m", "tools": ["double", "echo"], "messages": [USER]}
+        with client.stream("POST", "/chat", json=body, headers=bearer(alice)) as response:
+            frames = [data for _, data in parse_sse(response.iter_lines()) if data is not None]
+        paused = Done.model_validate(frames[-1])
+        assert paused.stop_reason == "approval_required"
+        assert paused.resume is not None
+        go_on = {
+            **body,
+            "messages": [USER, *[m.model_dump() for m in paused.messages]],
+            "resume": paused.resume,
+            "approvals": [{"call_id": asks[0].id, "approved": True}],
+        }
+        calls_before = len(llm.requests)
+        refused = client.post("/chat", json=go_on, headers=bearer(bob))
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["param"] == "resume"
+        assert "signature" in refused.json()["error"]["message"]
+        assert len(llm.requests) == calls_before  # no model call, and double never ran
+
+        llm.script(Reply(text="21 doubled is 42."))
+        with client.stream("POST", "/chat", json=go_on, headers=bearer(alice)) as response:
+            frames = [data for _, data in parse_sse(response.iter_lines()) if data is not None]
+        assert Done.model_validate(frames[-1]).text == "21 doubled is 42."
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}

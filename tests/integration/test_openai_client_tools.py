@@ -24,7 +24,7 @@ from agentloop.server.service import ChatService
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
 from tests.sample_tools import echo
-from tests.served import TOKEN, ServedApp, make_service
+from tests.served import PRINCIPAL, TOKEN, ServedApp, make_service
 
 MODEL = "groq:llama-3.3-70b-versatile"
 USER: Any = {"role": "user", "content": "Echo hi, and what is the weather in Paris?"}
@@ -324,7 +324,8 @@ def test_a_forged_or_edited_token_is_refused(served: Served, llm: ScriptedLLM) -
     def with_token(value: str) -> list[Any]:
         return [USER, {**echoed_back, "agentloop": {"resume": value}}, result]
 
-    foreign = Signer(b"another server's key!").sign(served.service.setup.signer.verify(token))
+    ours = served.service.setup.signer.for_principal(PRINCIPAL.id)
+    foreign = Signer(b"another server's key!").sign(ours.verify(token))
     for forged, fragment in [
         (foreign, "signature"),
         (token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB"), "signature"),

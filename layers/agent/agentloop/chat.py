@@ -36,6 +36,7 @@ from agentloop.models import ChatRequest, RunProgress
 from agentloop.pausing import Pausing
 from agentloop.plan import PlanError, RunPlan, check_model_allowed, clamped_limits, plan_run
 from agentloop.pricing import Pricer
+from agentloop.principal import PRINCIPAL_KEY, Principal
 from agentloop.run import RunLimits, RunSetup
 from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry
@@ -96,6 +97,14 @@ class ChatContext:
     def model_factory(self) -> Callable[[str], ChatModel]:
         return self.setup.model_factory
 
+    @property
+    def signer(self) -> Signer:
+        """What signs and checks this run's continuation tokens: bound to who the run is for
+        (``extras[PRINCIPAL_KEY]``), so a paused run goes on only for the caller it paused for."""
+        who = self.extras.get(PRINCIPAL_KEY)
+        signer = self.setup.signer
+        return signer.for_principal(who.id) if isinstance(who, Principal) else signer
+
     @classmethod
     def for_lambda(cls, lambda_context: LambdaContextLike, **kwargs: Any) -> ChatContext:
         """A context whose deadline is the invocation's remaining time."""
@@ -150,7 +159,7 @@ async def _produce(
         REQUEST_ID.set(context.request_id)
     try:
         plan = plan or plan_run(
-            request, context.config, context.tools, context.setup.signer, can_ask=context.can_ask
+            request, context.config, context.tools, context.signer, can_ask=context.can_ask
         )
         loop = _prepare(plan, request, context, emit)
     except (ConfigurationError, PlanError) as exc:
@@ -218,7 +227,7 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
             approval_tools=plan.approval_tools,
             client_tools=plan.client_tools,
             resumption=plan.resumption,
-            signer=context.setup.signer,
+            signer=context.signer,
             suspend_at_deadline=context.suspend_at_deadline,
         ),
         iterations_before=progress.iterations if progress else 0,

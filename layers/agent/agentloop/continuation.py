@@ -95,6 +95,13 @@ class Signer:
         self._key = key
         self.ttl_s = ttl_s
 
+    def for_principal(self, principal_id: str) -> Signer:
+        """A signer whose tokens only this caller's requests accept: its key is derived from
+        this one and the caller's id, so another caller's continuation of the run fails its
+        signature check like a forged token (it cannot see, approve or go on with the run)."""
+        derived = hmac.new(self._key, b"principal\x00" + principal_id.encode(), "sha256")
+        return Signer(derived.digest(), self.ttl_s)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Signer:
         """``AGENTLOOP_SIGNING_KEY`` (any text of 16+ characters), else a key of this process."""

@@ -84,19 +84,19 @@ def start_run(
     ``params`` names the request fields a plan refusal is about (``model``, ``tools``,
     ``response_format``) where the face's protocol carries them. A face that cannot ask a
     person for approval says so (``can_ask``): it is not offered the tools that need one."""
-    try:
+    info = invocation_info(request.headers)
+    context = _context(service, info, who)
+    try:  # a continuation is checked with the caller's signer (ChatContext.signer)
         plan = plan_request(
-            chat_request, service.config, service.tools, service.setup.signer, can_ask=can_ask
+            chat_request, service.config, service.tools, context.signer, can_ask=can_ask
         )
     except HttpError as exc:
         if params is not None and exc.param is not None:
             exc.param = params.get(exc.param, exc.param)
         raise
-    info = invocation_info(request.headers)
     REQUEST_ID.set(info.request_id)
     # Again here: a face may start the run in another task than the one that authenticated.
     PRINCIPAL_ID.set(who.id)
-    context = _context(service, info, who)
     events = observed(handle_chat(chat_request, context, plan), service, info)
     return StartedRun(plan, context, info, events)
 
