@@ -273,3 +273,28 @@ def test_on_a_phone_the_settings_are_a_sheet_closed_with_escape_or_close(
     page.get_by_role("button", name="Close").click()
     expect(panel).to_be_hidden()
     expect(toggle).to_be_focused()
+
+
+def test_a_pasted_token_stays_in_the_tabs_session_never_in_local_storage(
+    page: Page, serve_chat: ServeChat, llm: ScriptedLLM
+) -> None:
+    """The bearer token is a long-lived secret: sessionStorage (gone with the tab), and one an
+    older page left in localStorage is moved there on load."""
+    server = serve_chat([], config=CONFIG)
+    llm.script(Reply(text="Hello."))
+    open_chat(page, server)
+    send(page, "hi")
+    wait_for_reply(page)
+    local = page.evaluate("() => JSON.stringify(Object.assign({}, localStorage))")
+    assert TOKEN not in local
+    assert page.evaluate("() => sessionStorage.getItem('agentloop.token')") == TOKEN
+    page.reload()  # the same tab keeps it
+    expect(page.get_by_label("Bearer token")).to_have_value(TOKEN)
+
+    page.evaluate("() => sessionStorage.clear()")  # a new tab, then a page of before
+    save_settings(page, server.url, token="al_from-an-older-page")
+    assert page.evaluate("() => sessionStorage.getItem('agentloop.token')") == (
+        "al_from-an-older-page"
+    )
+    stored = json.loads(page.evaluate("() => localStorage.getItem('agentloop.settings')"))
+    assert "token" not in stored

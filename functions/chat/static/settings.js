@@ -1,5 +1,6 @@
-// What the settings mean: kept in localStorage, turned into the server's URLs, the limit rule,
-// and the lists the server offers (models, MCP tools) as form controls.
+// What the settings mean: kept in localStorage (the token in sessionStorage), turned into the
+// server's URLs, the limit rule, and the lists the server offers (models, MCP tools) as form
+// controls.
 
 import { el } from "./dom.js";
 
@@ -15,18 +16,45 @@ const DEFAULT_SETTINGS = {
   approvalTools: "",
 };
 
-export function loadSettings() {
+// A pasted token is a long-lived secret: it stays in this tab's sessionStorage (gone when the
+// tab closes), never in localStorage with the other settings.
+const TOKEN_KEY = "agentloop.token";
+
+function readJson(storage, key) {
   try {
-    const stored = JSON.parse(localStorage.getItem(STORAGE_KEY) || "{}");
-    return { ...DEFAULT_SETTINGS, ...(stored && typeof stored === "object" ? stored : {}) };
+    const value = JSON.parse(storage.getItem(key) || "{}");
+    return value && typeof value === "object" && !Array.isArray(value) ? value : {};
   } catch {
-    return { ...DEFAULT_SETTINGS };
+    return {};
   }
 }
 
-export function saveSettings(settings) {
+function readToken() {
   try {
-    localStorage.setItem(STORAGE_KEY, JSON.stringify(settings));
+    return sessionStorage.getItem(TOKEN_KEY) || "";
+  } catch {
+    return "";
+  }
+}
+
+export function loadSettings() {
+  const stored = readJson(localStorage, STORAGE_KEY);
+  let token = readToken();
+  if ("token" in stored) {
+    // An older page kept the token with the settings: it moves to this tab's session.
+    token = token || String(stored.token || "");
+    delete stored.token;
+    saveSettings({ ...DEFAULT_SETTINGS, ...stored, token });
+  }
+  return { ...DEFAULT_SETTINGS, ...stored, token };
+}
+
+export function saveSettings(settings) {
+  const { token, ...kept } = settings;
+  try {
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(kept));
+    if (token) sessionStorage.setItem(TOKEN_KEY, token);
+    else sessionStorage.removeItem(TOKEN_KEY);
   } catch {
     // storage full or disabled: the settings still apply to this page
   }
