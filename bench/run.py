@@ -44,7 +44,18 @@ from bench.contenders import CONTENDERS, IN_PROCESS, PEERS, post_chat  # noqa: E
 
 PY = sys.executable
 RESULTS = ROOT / "build" / "bench" / "results.json"
-FIGURES = ("cold", "loop", "parallel", "stream", "faces", "memory", "docs", "research", "tracing")
+FIGURES = (
+    "cold",
+    "loop",
+    "parallel",
+    "stream",
+    "faces",
+    "memory",
+    "docs",
+    "research",
+    "tracing",
+    "signin",
+)
 
 RUNS = {"loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
 WARMUP = {"loop": 3, "parallel": 1, "stream": 2, "docs": 0}
@@ -152,7 +163,9 @@ def http_get_ok(port: int, path: str) -> bool:
 class App:
     """The chat app under uvicorn, started the way run.sh starts it on Lambda."""
 
-    def __init__(self, server: str, target: str = "chat_app:app") -> None:
+    def __init__(
+        self, server: str, target: str = "chat_app:app", env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
         self.started = time.perf_counter()
@@ -161,7 +174,7 @@ class App:
         self.process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=base_env(GROQ_BASE_URL=server, GROQ_API_KEY="bench-key"),
+            env=base_env(GROQ_BASE_URL=server, GROQ_API_KEY="bench-key", **(env or {})),
             stdout=subprocess.DEVNULL,
             stderr=self.log,
             preexec_fn=pinned(MEASURED_CPU),
@@ -559,6 +572,22 @@ def fig_loop(server: str) -> dict[str, Any]:
     return rows
 
 
+def fig_signin(server: str) -> dict[str, Any]:
+    """What checking a JWT (its keys cached) adds to a request (``bench/signin.py``)."""
+    from bench import signin
+
+    def start(env: dict[str, str]) -> App:
+        app = App(server, env=env)
+        app.wait_ready()
+        return app
+
+    try:
+        rows: dict[str, Any] = signin.measure(start, say)
+    except Exception as exc:  # a figure that cannot run is a row that says why
+        return {"jwt RS256": {"ok": False, "why": str(exc)[:300]}}
+    return rows
+
+
 def fig_stream(server: str) -> dict[str, Any]:
     app = App(server)
     try:
@@ -847,6 +876,7 @@ def main() -> int:
                 "docs": lambda: fig_docs(server),
                 "research": fig_research,
                 "tracing": lambda: fig_tracing(server),
+                "signin": lambda: fig_signin(server),
             }
             for name in chosen:
                 say(f"[{name}]")
