@@ -143,6 +143,9 @@ def test_sign_in_ask_and_sign_out(
     send(page, "And now?")
     wait_for_reply(page, "error")
     expect(page.locator("#status")).to_contain_text("missing bearer token")
+    expect(page.locator("article.assistant").last).to_contain_text(
+        "Sign in (or check the bearer token in Settings)."
+    )
     assert len(llm.requests) == asked
 
 

@@ -50,6 +50,11 @@ export class Chat {
     this.notices = new Set(); // notices said once per conversation (a model with no price)
   }
 
+  // The server offers sign-in: a refusal for want of a token asks for it first.
+  get canSignIn() {
+    return Boolean(this.signin && this.signin.available);
+  }
+
   // The calls a paused run waits on ([] when none does).
   get pending() {
     return this.pause ? this.pause.pending.map((call) => ({ ...call })) : [];
@@ -120,7 +125,7 @@ export class Chat {
 
   // Nothing ran: the message is not part of the conversation; it goes back to edit.
   notSent(reply, userArticle, text, failure, url) {
-    reply.finish("error", describeFailure(failure, url));
+    reply.finish("error", describeFailure(failure, url, this.canSignIn));
     this.view.markNotSent(userArticle);
     this.view.setStatus(errorStatus(failure));
     this.view.restore(text);
@@ -162,7 +167,7 @@ export class Chat {
       reply.finish("stopped", why);
       this.view.setStatus("Stopped.");
     } else if (outcome.failure) {
-      reply.finish("error", describeFailure(outcome.failure, url));
+      reply.finish("error", describeFailure(outcome.failure, url, this.canSignIn));
       this.view.setStatus(errorStatus(outcome.failure));
     } else {
       reply.finish("error", "The connection closed before the run finished.");

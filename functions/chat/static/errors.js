@@ -40,9 +40,11 @@ const PARAM_HINTS = [
   [(param) => param === "token_budget", "Check the token budget in Settings."],
 ];
 
-function hintFor(failure) {
+function hintFor(failure, canSignIn) {
   if (failure.status === 401 || failure.status === 403) {
-    return "Check the bearer token in Settings.";
+    return canSignIn
+      ? "Sign in (or check the bearer token in Settings)."
+      : "Check the bearer token in Settings.";
   }
   if (failure.status === 413) return "Shorten the message or start a new chat.";
   if (failure.status === 422) {
@@ -81,10 +83,11 @@ export async function expectEventStream(response) {
 }
 
 // The banner's content for a request to url that failed with err.
-export function describeFailure(err, url) {
+// canSignIn: the server offers sign-in (then a 401 asks for it first).
+export function describeFailure(err, url, canSignIn = false) {
   if (err instanceof HttpFailure) {
     const title = STATUS_TITLES[err.status] || err.statusText || "Request failed";
-    const hint = hintFor(err);
+    const hint = hintFor(err, canSignIn);
     let message = String(err.error.message || "").trim();
     if (hint && message && !/[.!?]$/.test(message)) message += ".";
     return [
