@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from agentloop.auth import AuthError
+from agentloop.auth import INVALID_TOKEN_CHALLENGE, AuthError
 from agentloop.config import ConfigurationError
 from agentloop.oidc import JwksUnavailable, JwtSettings, JwtVerifier
 from agentloop.oidc.jwks import REFETCH_INTERVAL_S, RETRY_UNAVAILABLE_S
-from agentloop.oidc.verifier import INVALID_TOKEN_CHALLENGE, MAX_TOKEN_CHARS
+from agentloop.oidc.verifier import MAX_TOKEN_CHARS
 from agentloop.principal import Principal
 from tests.jwks_server import (
     DISCOVERY_PATH,

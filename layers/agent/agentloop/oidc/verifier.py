@@ -25,7 +25,6 @@ MAX_NAME_CHARS = 256
 MAX_TIER_CHARS = 128
 NAME_CLAIMS = ("email", "username", "preferred_username", "cognito:username")
 TOKEN_USES = ("id", "access")  # a tuple: a claim may be unhashable (a list)
-INVALID_TOKEN_CHALLENGE = 'Bearer realm="agentloop", error="invalid_token"'
 _REQUIRED_CLAIMS = ["exp", "iss", "sub"]
 
 
@@ -126,9 +125,7 @@ class JwtVerifier:
 
 def invalid_token(message: str) -> AuthError:
     """A 401 whose challenge says the token (not its absence) was the problem (RFC 6750)."""
-    error = AuthError(message)
-    error.headers = {"WWW-Authenticate": INVALID_TOKEN_CHALLENGE}
-    return error
+    return AuthError(message, invalid_token=True)
 
 
 def _decode_reason(exc: Exception) -> str:
