@@ -251,15 +251,27 @@ def test_the_options_are_bounded_once() -> None:
             model.model_validate({"tools": names})
         with pytest.raises(ValueError, match="at most 128"):
             model.model_validate({"tools": ["x" * 129]})
+        with pytest.raises(ValueError, match="at most 100"):
+            model.model_validate({"tool_limits": {name: 1 for name in names}})
+        with pytest.raises(ValueError, match="at most 128"):
+            model.model_validate({"tool_limits": {"x" * 129: 1}})
+        with pytest.raises(ValueError, match="at least 1"):
+            model.model_validate({"tool_limits": {"": 1}})
+        for count in (-1, 10_001, 1.5, "many"):
+            with pytest.raises(ValueError, match="tool_limits"):
+                model.model_validate({"tool_limits": {"echo": count}})
     with pytest.raises(ValueError, match="approval_tools"):
         AgentOptions.model_validate({"approval_tools": ["rm"]})
-    options = AskingAgentOptions(tools=["echo"], approval_tools=["rm"], max_cost_usd=1.0)
+    options = AskingAgentOptions(
+        tools=["echo"], approval_tools=["rm"], max_cost_usd=1.0, tool_limits={"echo": 0}
+    )
     assert options.chat_fields() == {
         "tools": ["echo"],
         "approval_tools": ["rm"],
         "max_iterations": None,
         "token_budget": None,
         "max_cost_usd": 1.0,
+        "tool_limits": {"echo": 0},
     }
 
 
@@ -286,7 +298,12 @@ def test_every_face_points_a_refused_option_at_its_own_field() -> None:
     assert where["ag-ui"]["model"] == "forwardedProps.agentloop.model"
     assert where["ui"]["approval_tools"] == "agentloop.approval_tools"
     assert MCP_PARAMS == {"tools": "tools"}
-    assert option_params(AgentOptions, "") == {"tools": "tools", "max_cost_usd": "max_cost_usd"}
+    assert where["ag-ui"]["tool_limits"] == "forwardedProps.agentloop.tool_limits"
+    assert option_params(AgentOptions, "") == {
+        "tools": "tools",
+        "max_cost_usd": "max_cost_usd",
+        "tool_limits": "tool_limits",
+    }
 
 
 # -- MCP ---------------------------------------------------------------------------------------

@@ -26,7 +26,13 @@ from agentloop.events import (
     RunStart,
     _Event,
 )
-from agentloop.limits import CancelToken, Deadline, LambdaContextLike, TokenBudget
+from agentloop.limits import (
+    CancelToken,
+    Deadline,
+    LambdaContextLike,
+    TokenBudget,
+    ToolCallLimits,
+)
 from agentloop.llm.base import ChatModel, ModelCall, ModelTurn, TextSink
 from agentloop.llm.registry import get_model
 from agentloop.llm.resilient import ResilientModel, RetryPolicy
@@ -203,6 +209,9 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
     budget = context.budget  # a nested run's: its share of the request's
     if budget is None:  # a top-level run: its own budget, shared by any nested runs
         budget = _top_budget(plan, config, pricer, progress)
+    if budget.root.tool_calls is None:  # the request's call counts, shared like its budget
+        carried = progress.tool_calls if progress else None
+        budget.root.tool_calls = ToolCallLimits(plan.tool_limits, carried)
     emit(
         RunStart(
             model=plan.model,

@@ -8,9 +8,10 @@ its parameters); every field has a default that works locally. The default model
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -73,6 +74,15 @@ class AgentConfig(BaseModel):
     approval_tools: tuple[str, ...] = Field(
         default=(), description="Tools whose calls wait for a person's approval."
     )
+    tool_limits: dict[
+        Annotated[str, Field(min_length=1, max_length=128)],
+        Annotated[int, Field(ge=0, le=10_000)],
+    ] = Field(
+        default_factory=dict,
+        description="Tool name -> the most calls of it one request may run, every sub-agent "
+        "included (AGENTLOOP_TOOL_LIMITS, JSON); a request may lower these, never raise them. "
+        "0: the tool is never offered.",
+    )
     max_depth: int = Field(
         default=1, ge=0, description="Sub-agent nesting: 1 lets the top level use ask_llm."
     )
@@ -99,6 +109,18 @@ class AgentConfig(BaseModel):
     @classmethod
     def _prices_json(cls, value: Any) -> Any:
         return parse_prices(value) if isinstance(value, str) else value
+
+    @field_validator("tool_limits", mode="before")
+    @classmethod
+    def _tool_limits_json(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f'AGENTLOOP_TOOL_LIMITS is not JSON (expected {{"tool": calls}}): {exc}'
+            ) from exc
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:

@@ -1,7 +1,8 @@
-"""What bounds a run: the token (and dollar) budget, the deadline and cancellation.
+"""What bounds a run: the token (and dollar) budget, the calls of limited tools, the deadline
+and cancellation.
 
 One of each is created per top-level request and shared, as the same objects, by
-every nested run (``ask_llm``), so a sub-agent can never spend or wait past what
+every nested run (``ask_llm``), so a sub-agent can never spend, call or wait past what
 the whole request was given.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from agentloop.models import Usage
@@ -34,6 +35,9 @@ class TokenBudget:
     when the model has no known price, which makes the total unknown too), and with a
     ``cost_limit`` (``max_cost_usd``) calls are checked, reserved for sub-agents and kept
     back for the final answer in dollars exactly as in tokens.
+
+    The root also holds the request's :class:`ToolCallLimits` (``tool_calls``): every run
+    under it, at any depth, counts its calls there, as it charges its tokens.
     """
 
     def __init__(
@@ -67,6 +71,8 @@ class TokenBudget:
         self.cost_by_depth: list[float | None] = []
         self.unpriced_noticed = False
         """At the root: whether the run has said that a model has no known price."""
+        self.tool_calls: ToolCallLimits | None = None
+        """At the root: the request's per-tool call limits and counts (read ``root.tool_calls``)."""
 
     @property
     def root(self) -> TokenBudget:
@@ -185,6 +191,31 @@ class TokenBudget:
         """Learn the request's characters-per-token ratio from a provider-reported prompt."""
         if chars > 0 and prompt_tokens > 0:
             self.root.tokens_per_char = min(1.0, max(0.05, prompt_tokens / chars))
+
+
+class ToolCallLimits:
+    """How many calls of each limited tool one request may run, and how many it has run.
+
+    One per top-level request, held by its budget's root, so a sub-agent's calls count against
+    the same numbers as its parent's. A call is counted as it is about to run; past its tool's
+    limit it is refused and not run (:meth:`take`). Only limited tools are counted.
+    """
+
+    def __init__(self, limits: Mapping[str, int], used: Mapping[str, int] | None = None) -> None:
+        self.limits = dict(limits)
+        self.used = {name: count for name, count in (used or {}).items() if name in self.limits}
+        """Calls run so far (a continued run's include those before its pause)."""
+
+    def take(self, name: str) -> int | None:
+        """Count one call of ``name``: None if it may run, else its limit (it must not run)."""
+        limit = self.limits.get(name)
+        if limit is None:
+            return None
+        used = self.used.get(name, 0)
+        if used >= limit:
+            return limit
+        self.used[name] = used + 1
+        return None
 
 
 class LambdaContextLike(Protocol):

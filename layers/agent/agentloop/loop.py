@@ -541,8 +541,12 @@ class AgentLoop:
         client) the signed token the client sends back with its decisions or results."""
         resume = None
         if paused.pending:
-            spent = list(self.setup.limits.budget.root.usage_by_depth)
-            progress = RunProgress(iterations=self.state.iterations, usage_by_depth=spent)
+            root = self.setup.limits.budget.root
+            spent = list(root.usage_by_depth)
+            calls = dict(root.tool_calls.used) if root.tool_calls is not None else {}
+            progress = RunProgress(
+                iterations=self.state.iterations, usage_by_depth=spent, tool_calls=calls
+            )
             resume = self.setup.pausing.token(
                 self.setup.conversation, self.state.added, paused.pending, progress
             )

@@ -221,14 +221,38 @@ class PendingCall(_Strict):
     kind: Literal["approval", "client"]
 
 
+MAX_TOOL_LIMITS = 100
+"""Tools a request's ``tool_limits`` may name: more than any server offers."""
+MAX_TOOL_CALLS = 10_000
+"""The highest call count a request's ``tool_limits`` may give a tool."""
+
+ToolLimits = Annotated[
+    dict[
+        Annotated[str, Field(min_length=1, max_length=128)],
+        Annotated[int, Field(ge=0, le=MAX_TOOL_CALLS)],
+    ],
+    Field(max_length=MAX_TOOL_LIMITS),
+]
+"""Tool name -> the most calls of it a request may run (0: the tool is not offered)."""
+
+
 class RunProgress(_Strict):
     """What a run had done when it paused: it goes on from here, never from the start."""
 
     iterations: int = Field(default=0, ge=0)
     usage_by_depth: list[Usage] = Field(default_factory=list, max_length=16)
+    tool_calls: ToolLimits = Field(default_factory=dict)
+    """Calls of each limited tool run so far, every depth included (``tool_limits``)."""
 
 
-RUN_OPTIONS = ("tools", "approval_tools", "max_iterations", "token_budget", "max_cost_usd")
+RUN_OPTIONS = (
+    "tools",
+    "approval_tools",
+    "max_iterations",
+    "token_budget",
+    "max_cost_usd",
+    "tool_limits",
+)
 """The agent's own options, which every face carries in its protocol's extension slot."""
 
 
@@ -262,6 +286,13 @@ class ChatRequest(_Strict):
         le=1_000_000,
         description="Dollars this request may spend, every sub-agent included (clamped to the "
         "server's cap).",
+    )
+    tool_limits: ToolLimits | None = Field(
+        default=None,
+        description="The most calls of each named tool this request may run, every sub-agent "
+        "included; a call past it is refused with an error the model reads. Lowers the "
+        "server's AGENTLOOP_TOOL_LIMITS, never raises them (clamped); 0: the tool is not "
+        "offered.",
     )
     sampling: Sampling | None = None
     response_format: ResponseFormat | None = None

@@ -12,7 +12,7 @@ when the model is built, as a run's ``configuration`` error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from agentloop.config import AgentConfig, ConfigurationError
@@ -32,6 +32,7 @@ PlanParam = Literal[
     "resume",
     "approvals",
     "max_cost_usd",
+    "tool_limits",
 ]
 
 
@@ -62,6 +63,9 @@ class RunPlan:
     """A paused run this request continues (checked: see ``continuation.py``)."""
     max_cost_usd: float | None = None
     """The request's dollar budget (None: none), shared like the token budget."""
+    tool_limits: dict[str, int] = field(default_factory=dict)
+    """The most calls of each limited tool (the server's, lowered by the request's), counted
+    across the whole request like the token budget; tools limited to 0 are not offered."""
 
 
 def check_model_allowed(spec: str, config: AgentConfig) -> None:
@@ -104,12 +108,14 @@ def plan_run(
     that would need one; naming one of them is a PlanError.
 
     The checks run in this order, which decides the refusal a request with several faults
-    gets: model, tools, response_format, approval_tools, (unaskable tools), client_tools,
-    resume/approvals, max_cost_usd."""
+    gets: model, tools, response_format, approval_tools, tool_limits, (unaskable tools),
+    client_tools, resume/approvals, max_cost_usd."""
     spec = _planned_model(request, config)
     tools = _planned_tools(request, config, registry)
     output = _planned_output(request)
     approval_tools = _planned_approval_tools(request, config, registry)
+    tool_limits = _planned_tool_limits(request, config, registry)
+    tools = tools.without(*(name for name, count in tool_limits.items() if count == 0))
     if not can_ask:
         tools, approval_tools = _without_asking(request, tools, approval_tools)
     client_tools = _planned_client_tools(request, registry)
@@ -127,6 +133,7 @@ def plan_run(
         client_tools,
         resumption,
         max_cost_usd,
+        tool_limits,
     )
 
 
@@ -169,6 +176,23 @@ def _planned_approval_tools(
     if unknown:
         raise PlanError(f"approval_tools: no such tool(s) here: {unknown}", "approval_tools")
     return approval_tools
+
+
+def _planned_tool_limits(
+    request: ChatRequest, config: AgentConfig, registry: ToolRegistry
+) -> dict[str, int]:
+    """The server's call limits, lowered by the request's: a request never raises one (a
+    count above the server's is clamped to it, as the other limits are) nor lifts one, and
+    may name only real tools. The server's own are trusted as they are (as its approval
+    tools are: it may name tools that are not loaded)."""
+    asked = request.tool_limits or {}
+    unknown = sorted(set(asked) - set(registry.names) - set(config.tool_limits))
+    if unknown:
+        raise PlanError(f"tool_limits: no such tool(s) here: {unknown}", "tool_limits")
+    limits = dict(config.tool_limits)
+    for name, count in asked.items():
+        limits[name] = min(count, limits.get(name, count))
+    return limits
 
 
 def _without_asking(

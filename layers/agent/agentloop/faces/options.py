@@ -13,7 +13,7 @@ from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from agentloop.models import run_options
+from agentloop.models import MAX_TOOL_CALLS, MAX_TOOL_LIMITS, run_options
 from agentloop.plan import PlanParam
 
 MAX_TOOL_NAMES = 100
@@ -25,6 +25,11 @@ MAX_COST_USD = 1_000_000
 
 ToolName = Annotated[str, StringConstraints(max_length=MAX_TOOL_NAME_CHARS)]
 ToolNames = Annotated[list[ToolName] | None, Field(max_length=MAX_TOOL_NAMES)]
+CallCount = Annotated[int, Field(ge=0, le=MAX_TOOL_CALLS)]
+ToolCallLimits = Annotated[
+    dict[Annotated[ToolName, StringConstraints(min_length=1)], CallCount] | None,
+    Field(max_length=MAX_TOOL_LIMITS),
+]
 
 
 class AgentOptions(BaseModel):
@@ -37,6 +42,9 @@ class AgentOptions(BaseModel):
     max_iterations: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0, le=MAX_COST_USD)
+    tool_limits: ToolCallLimits = None
+    """The most calls of each named tool the run may make, sub-agents included (lowers the
+    server's ``AGENTLOOP_TOOL_LIMITS``, never raises them; 0: the tool is not offered)."""
 
     def chat_fields(self) -> dict[str, Any]:
         """These options as ``ChatRequest`` fields (``models.run_options``)."""

@@ -2,8 +2,9 @@
 
 The loop decides *when* calls run (a round, concurrently, results in the order asked
 for); this module decides what running one means: look the tool up, parse and
-validate its arguments, give it a context and a time limit, and turn every failure
-into an error result the model can read and recover from. Nothing here raises.
+validate its arguments, count it against its tool's call limit (``tool_limits``, shared by the
+whole request), give it a context and a time limit, and turn every failure into an error
+result the model can read and recover from. Nothing here raises.
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ class ToolExecutor:
         args = parse_arguments(item, call.arguments)
         if isinstance(args, ToolResult):
             return args
+        # Counted before the first await: a round's calls start in the order asked, so
+        # they are counted in that order too.
+        refused = self._past_limit(call.name)
+        if refused is not None:
+            return refused
         timeout = self.scope.deadline.cap(item.timeout_s or self.timeout_s, keep=self.keep_s)
         try:
             async with asyncio.timeout(timeout):
@@ -79,6 +85,18 @@ class ToolExecutor:
             logger.warning("tool %s raised %s", call.name, type(exc).__name__, exc_info=True)
             return ToolResult.failure(f"{call.name} failed: {type(exc).__name__}: {exc}")
         return ToolResult(ok=True, result=value)
+
+    def _past_limit(self, name: str) -> ToolResult | None:
+        """The refusal of a call past its tool's limit in this request; None: it may run."""
+        calls = self.scope.budget.root.tool_calls
+        limit = calls.take(name) if calls is not None else None
+        if limit is None:
+            return None
+        return ToolResult.failure(
+            f"not run: {name} may be called at most {limit} time(s) in this request, "
+            "and that limit is used up",
+            hint=f"answer without {name}, or use another tool",
+        )
 
     @property
     def _names(self) -> str:
