@@ -221,17 +221,25 @@ class PendingCall(_Strict):
     kind: Literal["approval", "client"]
 
 
-MAX_TOOL_LIMITS = 100
-"""Tools a request's ``tool_limits`` may name: more than any server offers."""
+# The agent options' types, bounds included, written once: ChatRequest's fields and every
+# face's options (faces/options.py) are declared with these.
+MAX_TOOL_NAMES = 100
+"""Names in ``tools``, ``approval_tools`` or ``tool_limits``: more than any server offers."""
+MAX_TOOL_NAME_CHARS = 128
+"""As OpenAI bounds a function's name (the longest an MCP tool's prefixed name may be)."""
+MAX_COST_USD = 1_000_000
+"""The highest ``max_cost_usd`` a request may ask for (the server's cap clamps it lower)."""
 MAX_TOOL_CALLS = 10_000
 """The highest call count a request's ``tool_limits`` may give a tool."""
 
+ToolName = Annotated[str, Field(min_length=1, max_length=MAX_TOOL_NAME_CHARS)]
+ToolNames = Annotated[list[ToolName], Field(max_length=MAX_TOOL_NAMES)]
+Iterations = Annotated[int, Field(ge=1)]
+Tokens = Annotated[int, Field(ge=1)]
+Dollars = Annotated[float, Field(gt=0, le=MAX_COST_USD)]
 ToolLimits = Annotated[
-    dict[
-        Annotated[str, Field(min_length=1, max_length=128)],
-        Annotated[int, Field(ge=0, le=MAX_TOOL_CALLS)],
-    ],
-    Field(max_length=MAX_TOOL_LIMITS),
+    dict[ToolName, Annotated[int, Field(ge=0, le=MAX_TOOL_CALLS)]],
+    Field(max_length=MAX_TOOL_NAMES),
 ]
 """Tool name -> the most calls of it a request may run (0: the tool is not offered)."""
 
@@ -275,15 +283,13 @@ class ChatRequest(_Strict):
         description="'provider:model', e.g. 'groq:llama-3.3-70b-versatile'.",
         max_length=200,
     )
-    tools: list[str] | None = Field(
+    tools: ToolNames | None = Field(
         default=None, description="Tool names to offer; the server's default set when left out."
     )
-    max_iterations: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(
+    max_iterations: Iterations | None = None
+    token_budget: Tokens | None = None
+    max_cost_usd: Dollars | None = Field(
         default=None,
-        gt=0,
-        le=1_000_000,
         description="Dollars this request may spend, every sub-agent included (clamped to the "
         "server's cap).",
     )
@@ -296,9 +302,8 @@ class ChatRequest(_Strict):
     )
     sampling: Sampling | None = None
     response_format: ResponseFormat | None = None
-    approval_tools: list[Annotated[str, Field(max_length=128)]] | None = Field(
+    approval_tools: ToolNames | None = Field(
         default=None,
-        max_length=100,
         description="More tools whose calls wait for a person's approval in this request "
         "(added to the server's AGENTLOOP_APPROVAL_TOOLS, never removing any).",
     )

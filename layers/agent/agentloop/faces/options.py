@@ -1,35 +1,21 @@
 """The agent's own options, as every face carries them in its protocol's extension slot.
 
-Defined once, with their bounds: a face adds only what its protocol needs besides (the OpenAI
-faces' ``show_tools``, AG-UI's ``model``) by subclassing. A face that cannot ask a person
-(the OpenAI faces, MCP) uses :class:`AgentOptions`, which has no ``approval_tools``; one that
-can uses :class:`AskingAgentOptions`. :func:`agentloop.models.run_options` is the one mapping
-to ``ChatRequest``, so an option added here and to ``RUN_OPTIONS`` reaches every face.
+Their types and bounds are ``agentloop.models``' (the very types of ``ChatRequest``'s fields):
+a face adds only what its protocol needs besides (the OpenAI faces' ``show_tools``, AG-UI's
+``model``) by subclassing. A face that cannot ask a person (the OpenAI faces, MCP) uses
+:class:`AgentOptions`, which has no ``approval_tools``; one that can uses
+:class:`AskingAgentOptions`. :func:`agentloop.models.run_options` is the one mapping to
+``ChatRequest``, so an option added here and to ``RUN_OPTIONS`` reaches every face.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args
+from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict
 
-from agentloop.models import MAX_TOOL_CALLS, MAX_TOOL_LIMITS, run_options
+from agentloop.models import Dollars, Iterations, Tokens, ToolLimits, ToolNames, run_options
 from agentloop.plan import PlanParam
-
-MAX_TOOL_NAMES = 100
-"""Names in ``tools`` or ``approval_tools``: more than any server offers."""
-MAX_TOOL_NAME_CHARS = 128
-"""As OpenAI bounds a function's name (the longest an MCP tool's prefixed name may be)."""
-MAX_COST_USD = 1_000_000
-"""The highest ``max_cost_usd`` a request may ask for (the server's cap clamps it lower)."""
-
-ToolName = Annotated[str, StringConstraints(max_length=MAX_TOOL_NAME_CHARS)]
-ToolNames = Annotated[list[ToolName] | None, Field(max_length=MAX_TOOL_NAMES)]
-CallCount = Annotated[int, Field(ge=0, le=MAX_TOOL_CALLS)]
-ToolCallLimits = Annotated[
-    dict[Annotated[ToolName, StringConstraints(min_length=1)], CallCount] | None,
-    Field(max_length=MAX_TOOL_LIMITS),
-]
 
 
 class AgentOptions(BaseModel):
@@ -38,11 +24,11 @@ class AgentOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tools: ToolNames = None
-    max_iterations: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0, le=MAX_COST_USD)
-    tool_limits: ToolCallLimits = None
+    tools: ToolNames | None = None
+    max_iterations: Iterations | None = None
+    token_budget: Tokens | None = None
+    max_cost_usd: Dollars | None = None
+    tool_limits: ToolLimits | None = None
     """The most calls of each named tool the run may make, sub-agents included (lowers the
     server's ``AGENTLOOP_TOOL_LIMITS``, never raises them; 0: the tool is not offered)."""
 
@@ -54,7 +40,7 @@ class AgentOptions(BaseModel):
 class AskingAgentOptions(AgentOptions):
     """The options of a face that can ask a person to approve a call."""
 
-    approval_tools: ToolNames = None
+    approval_tools: ToolNames | None = None
     """More tools whose calls wait for a person's approval (added to the server's)."""
 
 

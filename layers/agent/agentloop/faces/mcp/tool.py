@@ -23,8 +23,9 @@ from agentloop.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from agentloop.faces.options import ToolNames, option_params
+from agentloop.faces.options import option_params
 from agentloop.faces.outcome import Outcome, outcome
+from agentloop.models import Iterations, ToolNames
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
 
 TOOL_NAME = "ask"
@@ -63,14 +64,13 @@ class AskArgs(BaseModel):
         description="The question or task, in plain language, with all the context the agent "
         "needs: it sees only this text, not your conversation, and cannot ask you anything back.",
     )
-    tools: ToolNames = Field(
+    tools: ToolNames | None = Field(
         default=None,
         description="Names of the tools the agent may use. Omit to let it use its default set; "
         "pass [] to have it answer from the model's own knowledge, without tools.",
     )
-    max_iterations: int | None = Field(
+    max_iterations: Iterations | None = Field(
         default=None,
-        ge=1,
         description="The most model turns the agent may take (each turn may call tools). Omit "
         "for the server's default; 2 or 3 gives a quicker, shallower answer. A value above the "
         "server's limit is lowered to it.",
