@@ -296,11 +296,27 @@ async def test_a_transaction_on_an_expired_counter(store: Store, clock: Clock) -
     await store.add("u", "minute", {"requests": 30}, expires_at=int(clock.now) + 60)
     clock.now += 60
     await store.add_many(
-        [Add("u", "minute", {"requests": 1}, {"requests": 30}), Add("u", "day", {"requests": 1})]
+        [
+            Add("u", "minute", {"requests": 1}, {"requests": 30}, int(clock.now) + 60),
+            Add("u", "day", {"requests": 1}),
+        ]
     )
     got = await store.get("u", "minute")
     assert got is not None
-    assert got.counters == {"requests": 1}
+    assert (got.counters, got.expires_at) == ({"requests": 1}, int(clock.now) + 60)
+    clock.now += 60
+    with pytest.raises(LimitExceeded) as refused:  # expired: from 0, and 31 is past 30
+        await store.add_many(
+            [
+                Add("u", "day", {"requests": 1}),
+                Add("u", "minute", {"requests": 31}, {"requests": 30}),
+            ]
+        )
+    assert (refused.value.index, refused.value.current) == (1, 0)
+    assert await store.get("u", "minute") is None
+    day = await store.get("u", "day")
+    assert day is not None
+    assert day.counters == {"requests": 1}
 
 
 async def test_concurrent_adds_never_pass_the_limit(store: Store) -> None:

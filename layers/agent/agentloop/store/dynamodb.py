@@ -205,7 +205,7 @@ class DynamoBackend:
         expired: dict[int, int] = {}
         for attempt in range(ATTEMPTS):
             now = self._now()
-            requests = [self._request(op, now, expired.get(i)) for i, op in enumerate(ops)]
+            requests = [self._request(op, now, expired.get(i), i) for i, op in enumerate(ops)]
             try:
                 self._call(
                     "transact_write_items",
@@ -222,14 +222,18 @@ class DynamoBackend:
             )  # in a worker thread, not the event loop
         raise StoreUnavailable("the store is busy", "a transaction kept conflicting")
 
-    def _request(self, op: Op, now: int, expired_version: int | None) -> items.Request:
+    def _request(self, op: Op, now: int, expired_version: int | None, index: int) -> items.Request:
         if isinstance(op, Put):
             return items.put_request(op, now)
         if isinstance(op, Delete):
             return items.delete_request(op, now)
-        if expired_version is not None:
-            return items.replace_expired_request(op, expired_version)
-        return items.add_request(op, now)
+        if expired_version is None:
+            return items.add_request(op, now)
+        over = checks.over_limit({}, op)  # the counters start again from 0
+        if over is not None:
+            limit = (op.limits or {})[over[0]]
+            raise LimitExceeded(op.partition, op.sort, over[0], 0, op.deltas[over[0]], limit, index)
+        return items.replace_expired_request(op, expired_version)
 
     def _cancelled(
         self, ops: Sequence[Op], reasons: list[dict[str, Any]], now: int, expired: dict[int, int]
