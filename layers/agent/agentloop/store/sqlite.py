@@ -72,6 +72,7 @@ class SqliteBackend:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
+        self._set_up = False
         self._writes = 0
 
     # -- connections and errors ------------------------------------------------------------
@@ -80,7 +81,7 @@ class SqliteBackend:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
-        with self._lock:
+        with self._lock:  # one thread at a time opens, and the first sets the file up
             if self._closed:
                 raise StoreUnavailable("the store is closed")
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -91,10 +92,14 @@ class SqliteBackend:
                 check_same_thread=False,
             )
             self._connections.append(conn)
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.executescript(SCHEMA)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if not self._set_up:
+                # Switching to WAL needs the file to itself: done once, before any other
+                # connection of this process uses it (the mode stays with the file).
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(SCHEMA)
+                self._set_up = True
         self._local.conn = conn
         return conn
 
