@@ -96,6 +96,20 @@ def forge(
     return f"{signing_input}.{b64url(signature)}"
 
 
+class VerifierClock:
+    """The verifier's clock (which paces key refetches), moved by the test; token times stay
+    real."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.fakes.lambda_api import SANDBOX_FUNCTION, FakeLambda
 from tests.fakes.scripted_llm import ScriptedLLM
+from tests.jwks_server import IssuerServer, SigningKey, VerifierClock, ec_key, rsa_key
 from tests.research_aws import BUCKET, TABLE, Aws
 
 
@@ -82,3 +83,34 @@ def aws(mocked_aws: None, monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> 
         if research_handlers.worker.cache_info().currsize:
             research_handlers.worker().close()
         research_handlers.worker.cache_clear()
+
+
+# -- an OpenID Connect issuer on loopback (tests/jwks_server.py), for the JWT tests ----------
+
+
+@pytest.fixture(scope="module")
+def rsa() -> SigningKey:
+    return rsa_key("rsa-1")
+
+
+@pytest.fixture(scope="module")
+def ecdsa() -> SigningKey:
+    return ec_key("ec-1")
+
+
+@pytest.fixture(scope="module")
+def stranger() -> SigningKey:
+    """A key the issuer never published (an attacker's)."""
+    return rsa_key("attacker-1")
+
+
+@pytest.fixture
+def issuer(rsa: SigningKey, ecdsa: SigningKey) -> Iterator[IssuerServer]:
+    """The issuer, publishing ``rsa`` and ``ecdsa``."""
+    with IssuerServer([rsa, ecdsa]) as server:
+        yield server
+
+
+@pytest.fixture
+def clock() -> VerifierClock:
+    return VerifierClock()

@@ -44,12 +44,11 @@ from tests.jwks_server import (
     JWKS_PATH,
     IssuerServer,
     SigningKey,
+    VerifierClock,
     b64url,
     closed_port_url,
-    ec_key,
     forge,
     mint,
-    rsa_key,
 )
 from tests.mcp_session import open_mcp_session
 from tests.served import ServedApp, make_service
@@ -60,43 +59,6 @@ USER = {"role": "user", "content": "What is the capital of France?"}
 ANSWER = "Paris."
 REALM = 'Bearer realm="agentloop"'
 INVALID = 'Bearer realm="agentloop", error="invalid_token"'
-
-
-class FakeClock:
-    """The verifier's clock (which paces key refetches); token times stay real."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture(scope="module")
-def rsa() -> SigningKey:
-    return rsa_key("rsa-1")
-
-
-@pytest.fixture(scope="module")
-def ecdsa() -> SigningKey:
-    return ec_key("ec-1")
-
-
-@pytest.fixture(scope="module")
-def stranger() -> SigningKey:
-    """A key the issuer never published."""
-    return rsa_key("attacker-1")
-
-
-@pytest.fixture
-def issuer(rsa: SigningKey, ecdsa: SigningKey) -> Iterator[IssuerServer]:
-    with IssuerServer([rsa, ecdsa]) as server:
-        yield server
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 def jwt_env(issuer: IssuerServer) -> dict[str, str]:
@@ -347,7 +309,7 @@ def test_an_unknown_kid_is_refused_after_one_refetch_a_minute(
     issuer: IssuerServer,
     rsa: SigningKey,
     stranger: SigningKey,
-    clock: FakeClock,
+    clock: VerifierClock,
 ) -> None:
     """A rotation: the issuer starts publishing a new key; a token signed with it is accepted
     once the verifier refetched, and a flood of unknown kids costs one fetch a minute."""

@@ -2,7 +2,7 @@
 
 Each refusal is checked for what it is (an AuthError with the invalid_token challenge whose
 message never holds the token) and each outage for being a JwksUnavailable, never a pass.
-The verifier's clock (which paces refetches) is a FakeClock the tests move; token times are
+The verifier's clock (which paces refetches) is a VerifierClock the tests move; token times are
 real, relative to now.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from tests.jwks_server import (
     JWKS_PATH,
     IssuerServer,
     SigningKey,
+    VerifierClock,
     b64url,
     closed_port_url,
     ec_key,
@@ -38,51 +38,13 @@ from tests.jwks_server import (
 AUDIENCE = ("client-a", "client-b")
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture(scope="module")
-def rsa() -> SigningKey:
-    return rsa_key("rsa-1")
-
-
-@pytest.fixture(scope="module")
-def ecdsa() -> SigningKey:
-    return ec_key("ec-1")
-
-
-@pytest.fixture(scope="module")
-def stranger() -> SigningKey:
-    """A key the issuer never published (an attacker's)."""
-    return rsa_key("attacker-1")
-
-
-@pytest.fixture
-def issuer(rsa: SigningKey, ecdsa: SigningKey) -> Iterator[IssuerServer]:
-    with IssuerServer([rsa, ecdsa]) as server:
-        yield server
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-def verifier_for(issuer_url: str, clock: FakeClock, **settings: Any) -> JwtVerifier:
+def verifier_for(issuer_url: str, clock: VerifierClock, **settings: Any) -> JwtVerifier:
     jwt_settings = JwtSettings(issuer=issuer_url, audience=AUDIENCE, **settings)
     return JwtVerifier(jwt_settings, clock=clock)
 
 
 @pytest.fixture
-def verifier(issuer: IssuerServer, clock: FakeClock) -> JwtVerifier:
+def verifier(issuer: IssuerServer, clock: VerifierClock) -> JwtVerifier:
     return verifier_for(issuer.url, clock)
 
 
@@ -129,7 +91,7 @@ def test_keys_are_fetched_once_and_reused(
 
 
 def test_configured_jwks_url_skips_discovery(
-    issuer: IssuerServer, clock: FakeClock, rsa: SigningKey
+    issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey
 ) -> None:
     verifier = verifier_for(issuer.url, clock, jwks_url=issuer.url + JWKS_PATH)
     assert verifier.verify(mint(claims(issuer), rsa)).subject == "user-1"
@@ -274,7 +236,7 @@ def test_hs256_keyed_with_the_public_key_refused(
 
 
 def test_algorithm_not_configured_refused(
-    issuer: IssuerServer, clock: FakeClock, rsa: SigningKey, ecdsa: SigningKey
+    issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey, ecdsa: SigningKey
 ) -> None:
     verifier = verifier_for(issuer.url, clock, algorithms=("RS256",))
     assert verifier.verify(mint(claims(issuer), rsa)).subject == "user-1"
@@ -376,7 +338,7 @@ def test_non_string_refused(verifier: JwtVerifier) -> None:
 
 
 def test_unknown_kid_refetches_once_a_minute(
-    verifier: JwtVerifier, issuer: IssuerServer, clock: FakeClock, rsa: SigningKey
+    verifier: JwtVerifier, issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey
 ) -> None:
     verifier.verify(mint(claims(issuer), rsa))
     refused(verifier, mint(claims(issuer), rsa, headers={"kid": "unknown-1"}), "does not publish")
@@ -391,7 +353,7 @@ def test_unknown_kid_refetches_once_a_minute(
 
 
 def test_rotation_accepts_the_new_key_after_a_refetch(
-    verifier: JwtVerifier, issuer: IssuerServer, clock: FakeClock, rsa: SigningKey
+    verifier: JwtVerifier, issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey
 ) -> None:
     verifier.verify(mint(claims(issuer), rsa))
     rotated = rsa_key("rsa-2")
@@ -403,7 +365,7 @@ def test_rotation_accepts_the_new_key_after_a_refetch(
 
 
 def test_a_stale_set_is_refreshed_and_a_withdrawn_key_stops_working(
-    verifier: JwtVerifier, issuer: IssuerServer, clock: FakeClock, rsa: SigningKey
+    verifier: JwtVerifier, issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey
 ) -> None:
     token = mint(claims(issuer), rsa)
     verifier.verify(token)
@@ -417,7 +379,7 @@ def test_a_stale_set_is_refreshed_and_a_withdrawn_key_stops_working(
 
 
 def test_refetch_failure_keeps_the_cached_set(
-    verifier: JwtVerifier, issuer: IssuerServer, clock: FakeClock, rsa: SigningKey
+    verifier: JwtVerifier, issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey
 ) -> None:
     verifier.verify(mint(claims(issuer), rsa))
     issuer.mode = "garbage"
@@ -430,7 +392,7 @@ def test_refetch_failure_keeps_the_cached_set(
 @pytest.mark.parametrize("path", [DISCOVERY_PATH, JWKS_PATH])
 @pytest.mark.parametrize("mode", ["garbage", "oversized", "nested", "error", "slow"])
 def test_unusable_key_set_is_unavailable(
-    issuer: IssuerServer, clock: FakeClock, rsa: SigningKey, mode: Any, path: str
+    issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey, mode: Any, path: str
 ) -> None:
     """The discovery document or (configured directly) the key set misbehaves."""
     jwks_url = issuer.url + JWKS_PATH if path == JWKS_PATH else None
@@ -445,7 +407,7 @@ def test_unusable_key_set_is_unavailable(
 
 
 @pytest.mark.parametrize("where", ["discovery", "jwks"])
-def test_issuer_down_is_unavailable(clock: FakeClock, rsa: SigningKey, where: str) -> None:
+def test_issuer_down_is_unavailable(clock: VerifierClock, rsa: SigningKey, where: str) -> None:
     down = closed_port_url()
     if where == "discovery":
         verifier = verifier_for(down, clock)
@@ -471,7 +433,7 @@ def claims_for(issuer_url: str) -> dict[str, Any]:
     ids=["empty", "symmetric", "broken-rsa", "junk"],
 )
 def test_key_set_without_usable_keys_is_unavailable(
-    clock: FakeClock, rsa: SigningKey, jwks: list[Any]
+    clock: VerifierClock, rsa: SigningKey, jwks: list[Any]
 ) -> None:
     with IssuerServer() as issuer:
         issuer.extra_jwks = jwks
@@ -480,7 +442,7 @@ def test_key_set_without_usable_keys_is_unavailable(
 
 
 @pytest.mark.filterwarnings("ignore::jwt.warnings.InsecureKeyLengthWarning")
-def test_unusable_keys_are_skipped(clock: FakeClock, rsa: SigningKey) -> None:
+def test_unusable_keys_are_skipped(clock: VerifierClock, rsa: SigningKey) -> None:
     """Weak RSA, other curves, encryption keys, private parts: never verification keys."""
     weak, p384 = rsa_key("weak", bits=1024), ec_key("p384", ec.SECP384R1())
     encryption = {**rsa_key("enc").public_jwk(), "use": "enc"}
@@ -498,7 +460,7 @@ def test_unusable_keys_are_skipped(clock: FakeClock, rsa: SigningKey) -> None:
 
 
 def test_discovery_naming_a_plain_http_jwks_is_unavailable(
-    issuer: IssuerServer, clock: FakeClock, rsa: SigningKey
+    issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey
 ) -> None:
     with IssuerServer([rsa]) as elsewhere:
         issuer.jwks_uri = elsewhere.url.replace("127.0.0.1", "10.0.0.1") + JWKS_PATH
@@ -508,7 +470,7 @@ def test_discovery_naming_a_plain_http_jwks_is_unavailable(
 
 
 def test_unavailable_issuer_is_retried_after_a_pause(
-    verifier: JwtVerifier, issuer: IssuerServer, clock: FakeClock, rsa: SigningKey
+    verifier: JwtVerifier, issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey
 ) -> None:
     token = mint(claims(issuer), rsa)
     issuer.mode = "error"
@@ -559,7 +521,7 @@ def test_concurrent_first_verifications_fetch_once(
     ],
 )
 def test_tier_claim(
-    issuer: IssuerServer, clock: FakeClock, rsa: SigningKey, value: object, tier: str | None
+    issuer: IssuerServer, clock: VerifierClock, rsa: SigningKey, value: object, tier: str | None
 ) -> None:
     verifier = verifier_for(issuer.url, clock, tier_claim="cognito:groups")
     token = mint(claims(issuer, **{"cognito:groups": value}), rsa)
@@ -585,7 +547,7 @@ def test_principal_ids_are_stable_short_and_distinct(
     assert "user-1" not in first.id
     assert issuer.url not in first.id
     with IssuerServer([rsa]) as second_issuer:
-        elsewhere = verifier_for(second_issuer.url, FakeClock())
+        elsewhere = verifier_for(second_issuer.url, VerifierClock())
         same_sub = elsewhere.verify(mint(claims(second_issuer), rsa))
     assert same_sub.subject == first.subject
     assert same_sub.id != first.id
