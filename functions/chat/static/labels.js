@@ -5,6 +5,7 @@ export const STOP_REASONS = {
   completed: "completed",
   max_iterations: "stopped at the iteration limit",
   budget: "stopped at the token budget",
+  quota: "stopped: your usage allowance ran out",
   deadline: "stopped at the time limit",
   cancelled: "cancelled",
   error: "ended with an error",

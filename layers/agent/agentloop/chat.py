@@ -256,6 +256,7 @@ def _top_budget(
         cost_limit=plan.max_cost_usd,
         cost_final_reserve=rates.output * config.final_answer_reserve if rates else 0.0,
     )
+    budget.quota_caps = plan.quota_caps
     for depth, spent in enumerate(progress.usage_by_depth if progress else ()):
         budget.charge(spent, depth, pricer.cost(plan.model, spent))
     return budget

@@ -73,6 +73,9 @@ class TokenBudget:
         """At the root: whether the run has said that a model has no known price."""
         self.tool_calls: ToolCallLimits | None = None
         """At the root: the request's per-tool call limits and counts (read ``root.tool_calls``)."""
+        self.quota_caps: frozenset[str] = frozenset()
+        """At the root: the caps the caller's quota lowered ("tokens", "usd"); running out of
+        one of them ends the run with ``quota``, not ``budget``."""
 
     @property
     def root(self) -> TokenBudget:

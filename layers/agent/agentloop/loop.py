@@ -94,6 +94,12 @@ _LIMITS: dict[Limit, _LimitTexts] = {
     ),
     "empty": _LimitTexts("completed", "Your last reply was empty.", ""),
 }
+_QUOTA = _LimitTexts(
+    "quota",
+    "The caller's usage allowance is nearly spent.",
+    "Stopped early: your usage allowance ran out; try again when it resets.",
+)
+"""A token or dollar cap the caller's quota lowered (``agentloop.quota``) ran out."""
 
 
 @dataclass(frozen=True)
@@ -468,12 +474,21 @@ class AgentLoop:
         problem = output.problem(self.answer.text) if output is not None else None
         if problem is not None:
             return await self._end(self._invalid_output(problem))
-        return self._close(_LIMITS[ending.limit].stop)
+        return self._close(self._texts(ending.limit).stop)
+
+    def _texts(self, limit: Limit) -> _LimitTexts:
+        """The limit's texts: the quota's when the top level's cap that ran out is one the
+        caller's quota lowered (a sub-agent's share running out is its own ``budget``)."""
+        budget = self.setup.limits.budget
+        cap = {"budget": "tokens", "cost": "usd"}.get(limit)
+        if budget.parent is None and cap in budget.quota_caps:
+            return _QUOTA
+        return _LIMITS[limit]
 
     async def _limit_answer(self, ending: LimitReached) -> None:
         """Stream the answer for a limit: the text already streamed, else one tool-less
         call's answer, else a plain summary; then the limit's notice."""
-        texts = _LIMITS[ending.limit]
+        texts = self._texts(ending.limit)
         if not (ending.streamed or await self._forced_answer(texts.instruction)):
             self.answer.add(self._summary(texts.instruction.lower().rstrip(".")))
         limits = self.setup.limits
@@ -481,7 +496,7 @@ class AgentLoop:
             n=limits.max_iterations, usd=f"{limits.budget.root.cost_limit or 0:.4g}"
         )
         if notice:
-            self.emit(Notice(code=ending.limit, message=notice))
+            self.emit(Notice(code="quota" if texts is _QUOTA else ending.limit, message=notice))
             # "send a message" speaks to a person, not to a parent agent or a JSON parser
             if self.emit.depth == 0 and self.setup.output is None:
                 self.answer.add(f"\n\n{notice}")

@@ -15,6 +15,7 @@ StopReason = Literal[
     "completed",
     "max_iterations",
     "budget",
+    "quota",
     "deadline",
     "cancelled",
     "error",

@@ -66,6 +66,9 @@ class RunPlan:
     tool_limits: dict[str, int] = field(default_factory=dict)
     """The most calls of each limited tool (the server's, lowered by the request's), counted
     across the whole request like the token budget; tools limited to 0 are not offered."""
+    quota_caps: frozenset[str] = frozenset()
+    """Which of ``token_budget`` ("tokens") and ``max_cost_usd`` ("usd") the caller's quota
+    lowered (``agentloop.quota``): running out of one ends the run with ``quota``."""
 
 
 def check_model_allowed(spec: str, config: AgentConfig) -> None:

@@ -45,6 +45,7 @@ OUTCOMES: dict[StopReason, Outcome] = {
     "completed": Outcome.ANSWERED,
     "max_iterations": Outcome.CUT_SHORT,
     "budget": Outcome.CUT_SHORT,
+    "quota": Outcome.CUT_SHORT,
     "deadline": Outcome.CUT_SHORT,
     "approval_required": Outcome.AWAITS_APPROVAL,
     "client_tools": Outcome.AWAITS_CLIENT_TOOLS,

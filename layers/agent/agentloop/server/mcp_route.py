@@ -34,8 +34,8 @@ class McpRoute:
         await prepare_tools(service)  # `ask` may name the MCP servers' tools too
         from agentloop.faces.mcp import PLAN_PARAMS, McpEndpoint, Seat, ToolChoice
 
-        def start(chat_request: ChatRequest) -> tuple[AsyncIterator[Event], CancelToken]:
-            run = start_run(request, service, who, chat_request, PLAN_PARAMS, can_ask=False)
+        async def start(chat_request: ChatRequest) -> tuple[AsyncIterator[Event], CancelToken]:
+            run = await start_run(request, service, who, chat_request, PLAN_PARAMS, can_ask=False)
             return run.events, run.context.cancel
 
         state = request.app.state

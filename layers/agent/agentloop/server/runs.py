@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
@@ -35,6 +35,9 @@ from agentloop.server.metrics import observed
 from agentloop.server.service import ChatService
 from agentloop.server.streaming import STREAM_HEADERS, EventStreamResponse
 from agentloop.sse import heartbeat
+
+if TYPE_CHECKING:
+    from agentloop.quota.runs import Held
 
 
 @dataclass
@@ -70,7 +73,7 @@ async def prepare_tools(service: ChatService) -> None:
         await service.mcp_tools.ensure_loaded()
 
 
-def start_run(
+async def start_run(
     request: Request,
     service: ChatService,
     who: Principal,
@@ -83,13 +86,19 @@ def start_run(
 
     ``params`` names the request fields a plan refusal is about (``model``, ``tools``,
     ``response_format``) where the face's protocol carries them. A face that cannot ask a
-    person for approval says so (``can_ask``): it is not offered the tools that need one."""
+    person for approval says so (``can_ask``): it is not offered the tools that need one.
+
+    With limits (``service.quota``) the run's maximum is reserved here, before any model
+    call (429 over a limit, 503 if the store is down), and settled when its events end."""
     info = invocation_info(request.headers)
     context = _context(service, info, who)
     try:  # a continuation is checked with the caller's signer (ChatContext.signer)
         plan = plan_request(
             chat_request, service.config, service.tools, context.signer, can_ask=can_ask
         )
+        held = None
+        if service.quota is not None:
+            plan, held = await _reserve(service, who, plan, info)
     except HttpError as exc:
         if params is not None and exc.param is not None:
             exc.param = params.get(exc.param, exc.param)
@@ -97,8 +106,21 @@ def start_run(
     REQUEST_ID.set(info.request_id)
     # Again here: a face may start the run in another task than the one that authenticated.
     PRINCIPAL_ID.set(who.id)
-    events = observed(handle_chat(chat_request, context, plan), service, info)
-    return StartedRun(plan, context, info, events)
+    events = handle_chat(chat_request, context, plan)
+    if held is not None:
+        from agentloop.quota.runs import settling
+
+        events = settling(events, held)
+    return StartedRun(plan, context, info, observed(events, service, info))
+
+
+async def _reserve(
+    service: ChatService, who: Principal, plan: RunPlan, info: InvocationInfo
+) -> tuple[RunPlan, Held | None]:
+    """The plan within what ``who`` may still spend, and its reservation (quota.runs)."""
+    from agentloop.quota.runs import reserve_run
+
+    return await reserve_run(service.quota, who, plan, service.config, info.deadline)
 
 
 def _context(service: ChatService, info: InvocationInfo, who: Principal) -> ChatContext:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from agentloop.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from agentloop.mcp.client import McpTools
+    from agentloop.quota import Quota
 
 logger = logging.getLogger("agentloop.chat_app")
 
@@ -56,6 +58,8 @@ class ChatService:
     models: tuple[str, ...] = ()
     """What ``GET /v1/models`` offers, the default first, decided at start-up from the keys
     set (``registry.listed_models``); empty: the default model alone."""
+    quota: Quota | None = None
+    """Per-principal limits (AGENTLOOP_LIMITS) on the store; None: none, and no store call."""
 
     @functools.cached_property
     def setup(self) -> AgentSetup:
@@ -81,6 +85,7 @@ def service_from_env(settings: AppSettings | None = None) -> ChatService:
     execute_code = execute_code_mode() if "execute_code" in tools.names else "off"
     logger.info("execute_code: %s", execute_code)
     config = AgentConfig.from_env()  # after the secret's keys: they choose the default model
+    quota = _quota_from_env()
     logger.log(*describe_models(config.default_model))
     return ChatService(
         config=config,
@@ -94,7 +99,20 @@ def service_from_env(settings: AppSettings | None = None) -> ChatService:
         models=tuple(
             listed_models(config.default_model, config.allowed_models, providers_with_keys())
         ),
+        quota=quota,
     )
+
+
+def _quota_from_env() -> Quota | None:
+    """AGENTLOOP_LIMITS on AGENTLOOP_STORE's store (unset: None; the quota is not imported)."""
+    if not os.environ.get("AGENTLOOP_LIMITS", "").strip():
+        return None
+    from agentloop.quota import quota_from_env
+
+    quota = quota_from_env(os.environ)
+    if quota is not None:
+        logger.info("per-principal limits on %s", quota.store.url)
+    return quota
 
 
 def authenticator(settings: AppSettings) -> Authenticate:

@@ -51,7 +51,7 @@ class Seat:
     exchange is over, so a client that left stops its run even if the SDK never tells us.
     """
 
-    start: Callable[[ChatRequest], tuple[AsyncIterator[Event], CancelToken]]
+    start: Callable[[ChatRequest], Awaitable[tuple[AsyncIterator[Event], CancelToken]]]
     tools: ToolChoice = field(default_factory=ToolChoice)
     cancels: list[CancelToken] = field(default_factory=list)
 
@@ -112,7 +112,7 @@ async def _call_tool(
         chat_request = ChatRequest(
             messages=[{"role": "user", "content": args.question}], **run_options(args)
         )
-        events, cancel = seat.start(chat_request)
+        events, cancel = await seat.start(chat_request)
     except ValidationError as exc:
         return argument_error(exc)
     except HttpError as exc:

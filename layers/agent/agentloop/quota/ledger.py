@@ -1,0 +1,284 @@
+"""Reservations against a principal's limits: admit before the first model call, settle after.
+
+An admission is one query (overrides, counters and leases of the principal's partition) and
+one transaction: +1 run in flight, +1 request this minute, the run's tokens and micro-dollars
+reserved (clamped to what is left), a lease for them, and any expired lease reclaimed. Every
+limited counter is checked in that transaction, so concurrent requests of one principal never
+pass a limit together; the run then spends at most what it reserved (plus one call's
+estimation error). Settling is one transaction: the unspent part comes off, the run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from agentloop.principal import Principal
+from agentloop.quota.errors import LimitUsage, QuotaExceeded, QuotaUnpriced
+from agentloop.quota.limits import (
+    MICRO,
+    LimitName,
+    LimitsConfig,
+    from_units,
+    parse_limits,
+)
+from agentloop.quota.state import (
+    LEASE,
+    LIMITS_KEY,
+    LOAD_KEY,
+    PREFIX,
+    QuotaState,
+    day_index,
+    day_key,
+    known_limits,
+    minute_key,
+    month_key,
+    month_number,
+    partition,
+    read_state,
+)
+from agentloop.quota.windows import DAY_S, Windows
+from agentloop.store import Add, LimitExceeded, Store
+
+logger = logging.getLogger("agentloop.quota")
+
+HELD_RETRY_S = 2
+"""Retry-After when a limit is taken by runs in flight (they end and free it) rather than by
+what was spent."""
+ATTEMPTS = 4
+"""Admissions tried again when a concurrent one took what the query saw as left."""
+QUERY_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Want:
+    """What a run may spend at most: its token budget and dollar cap (micro-dollars; None:
+    its model has no known price), and the least worth starting a run with."""
+
+    tokens: int
+    micro: int | None
+    lease_s: float
+    min_tokens: int = 1
+    min_micro: int = 1
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What an admitted run holds until it settles; ``tokens_bound`` / ``usd_bound``: the
+    principal's limits lowered the run's token budget / dollar cap."""
+
+    partition: str
+    lease: str
+    day: str
+    month: str
+    tokens: int
+    micro: int
+    tokens_bound: bool
+    usd_bound: bool
+
+
+@dataclass
+class Quota:
+    """Per-principal limits (``AGENTLOOP_LIMITS``, the store's overrides) kept in ``store``."""
+
+    config: LimitsConfig
+    store: Store
+    clock: Callable[[], float] = time.time
+
+    async def _state(self, who: Principal) -> QuotaState:
+        page = await self.store.query(partition(who.id), prefix=PREFIX, limit=QUERY_LIMIT)
+        return read_state(page.records, self.config.for_tier(who.tier), Windows.at(self.clock()))
+
+    async def admit(self, who: Principal, want: Want) -> Reservation | None:
+        """Reserve ``want`` (clamped to what is left) for one run; None: no limits apply to
+        ``who``. QuotaExceeded when nothing is left of a limit, QuotaUnpriced when a dollar
+        limit applies to a model without a price, StoreUnavailable when the store is down."""
+        for attempt in range(ATTEMPTS):
+            state = await self._state(who)
+            if not state.limits:
+                return None
+            _refuse_if_over(state, want)
+            reservation, ops = _reservation(who, state, want)
+            try:
+                await self.store.transact(ops)
+            except LimitExceeded as exc:  # another admission took it meanwhile: read again
+                if attempt == ATTEMPTS - 1:
+                    raise _contended(exc, state) from None
+                continue
+            return reservation
+        raise AssertionError("unreachable")
+
+    async def settle(self, held: Reservation, tokens: int, usd: float | None) -> None:
+        """End a run that spent ``tokens`` and ``usd`` (None: unknown, the reservation is
+        kept): the unspent part comes off and the run no longer counts as in flight."""
+        micro = held.micro if usd is None else math.ceil(usd * MICRO)
+        expires = int(self.clock()) + DAY_S
+        close = Add(held.partition, held.lease, {"closed": 1}, {"closed": 1}, expires)
+        changes = [
+            Add(held.partition, held.day, {"t": tokens - held.tokens, "m": micro - held.micro}),
+            Add(held.partition, held.month, {"m": micro - held.micro}),
+        ]
+        try:
+            await self.store.transact(
+                [close, *changes, Add(held.partition, LOAD_KEY, {"runs": -1})]
+            )
+        except LimitExceeded:  # the lease was reclaimed (it outlived it): charge the spending
+            await self.store.transact(
+                [
+                    Add(held.partition, held.day, {"t": tokens, "m": micro}),
+                    Add(held.partition, held.month, {"m": micro}),
+                ]
+            )
+
+    async def usage(self, who: Principal) -> dict[LimitName, LimitUsage]:
+        """Each of ``who``'s limits: limit, used (runs in flight included), remaining and
+        when its window starts again."""
+        state = await self._state(who)
+        report = {}
+        for name in known_limits(state.limits):
+            limit, used = state.limits[name], state.used.get(name, 0)
+            report[name] = LimitUsage(
+                name,
+                from_units(name, limit),
+                from_units(name, used),
+                from_units(name, max(0, limit - used)),
+                _reset_at(name, state.windows),
+            )
+        return report
+
+    async def set_limits(self, principal_id: str, overrides: Mapping[str, object]) -> None:
+        """Store a principal's overrides (people's units; None lifts a limit); LimitValueError
+        for a bad name or value. An empty mapping removes them."""
+        parse_limits(overrides, "overrides")
+        if overrides:
+            await self.store.put(partition(principal_id), LIMITS_KEY, dict(overrides))
+        else:
+            await self.store.delete(partition(principal_id), LIMITS_KEY)
+
+
+def _reset_at(name: LimitName, windows: Windows) -> int | None:
+    if name == "requests_per_minute":
+        return windows.minute_ends
+    if name in ("tokens_per_day", "usd_per_day"):
+        return windows.day_ends
+    if name == "usd_per_month":
+        return windows.month_ends
+    return None
+
+
+def _contended(exc: LimitExceeded, state: QuotaState) -> QuotaExceeded:
+    """Admissions kept taking what was left before this one could: refused as over the
+    limit its last transaction failed on, to be tried again in a moment."""
+    names: dict[str, LimitName] = {"t": "tokens_per_day", "r": "requests_per_minute"}
+    names |= {"runs": "concurrent_runs"}
+    name = names.get(exc.counter) or ("usd_per_month" if "month" in exc.sort else "usd_per_day")
+    return QuotaExceeded(
+        name,
+        limit=from_units(name, exc.limit),
+        used=from_units(name, exc.current),
+        retry_after_s=1,
+        reset_at=_reset_at(name, state.windows),
+    )
+
+
+def _needs(name: LimitName, want: Want) -> int:
+    if name == "tokens_per_day":
+        return want.min_tokens
+    if name in ("usd_per_day", "usd_per_month"):
+        return want.min_micro
+    return 1
+
+
+def _refuse_if_over(state: QuotaState, want: Want) -> None:
+    """QuotaExceeded for the limit with nothing left (of several: the one to wait longest)."""
+    refusals = []
+    for name in known_limits(state.limits):
+        if state.left(name) >= _needs(name, want):
+            continue
+        reset_at = _reset_at(name, state.windows)
+        spent = state.used.get(name, 0) - state.held.get(name, 0)
+        held_up = name == "concurrent_runs" or spent + _needs(name, want) <= state.limits[name]
+        until = state.windows.now + HELD_RETRY_S if held_up or reset_at is None else reset_at
+        if reset_at is not None:
+            until = min(until, reset_at)
+        refusals.append(
+            QuotaExceeded(
+                name,
+                limit=from_units(name, state.limits[name]),
+                used=from_units(name, state.used.get(name, 0)),
+                retry_after_s=max(1, until - state.windows.now),
+                reset_at=reset_at,
+            )
+        )
+    if refusals:
+        raise max(refusals, key=lambda r: r.retry_after_s)
+    if want.micro is None and ("usd_per_day" in state.limits or "usd_per_month" in state.limits):
+        raise QuotaUnpriced("no price is known for the model, so a dollar limit cannot be kept")
+
+
+def _grant(state: QuotaState, want: Want) -> tuple[int, int, bool, bool]:
+    """The tokens and micro-dollars reserved, and whether the limits lowered each."""
+    tokens, micro = 0, 0
+    tokens_bound = usd_bound = False
+    if "tokens_per_day" in state.limits:
+        tokens = min(want.tokens, state.left("tokens_per_day"))
+        tokens_bound = tokens < want.tokens
+    money = [n for n in ("usd_per_day", "usd_per_month") if n in state.limits]
+    if money and want.micro is not None:
+        micro = min(want.micro, *(state.left(n) for n in money))
+        usd_bound = micro < want.micro
+    return tokens, micro, tokens_bound, usd_bound
+
+
+def _reservation(who: Principal, state: QuotaState, want: Want) -> tuple[Reservation, list[Add]]:
+    """The reservation and the one transaction that makes it (reclaims included)."""
+    w, pk = state.windows, partition(who.id)
+    tokens, micro, tokens_bound, usd_bound = _grant(state, want)
+    lease = f"{LEASE}{w.now:012d}-{uuid.uuid4().hex[:16]}"
+    counters = {"t": tokens, "m": micro, "until": w.now + math.ceil(want.lease_s), "closed": 0}
+    counters |= {"day": day_index(w), "month": month_number(w)}
+    ops = [Add(pk, lease, counters), *_counter_adds(pk, state, tokens, micro)]
+    for old in state.expired:
+        ops.append(Add(pk, old.sort, {"closed": 1}, limits={"closed": 1}, expires_at=w.now + DAY_S))
+    held = Reservation(pk, lease, day_key(w), month_key(w), tokens, micro, tokens_bound, usd_bound)
+    return held, ops
+
+
+def _counter_adds(pk: str, state: QuotaState, tokens: int, micro: int) -> list[Add]:
+    """The admission's adds to the window and load counters, each within its limit, with
+    the expired leases' amounts taken off."""
+    w, limits = state.windows, state.limits
+    today, month = day_index(w), month_number(w)
+    back_t = sum(x.tokens for x in state.expired if x.day == today)
+    back_d = sum(x.micro for x in state.expired if x.day == today)
+    back_m = sum(x.micro for x in state.expired if x.month == month)
+
+    def within(*pairs: tuple[str, LimitName]) -> dict[str, int]:
+        return {counter: limits[name] for counter, name in pairs if name in limits}
+
+    day_limits = within(("t", "tokens_per_day"), ("m", "usd_per_day"))
+    adds = [
+        Add(
+            pk,
+            day_key(w),
+            {"t": tokens - back_t, "m": micro - back_d},
+            day_limits,
+            w.day_ends + DAY_S,
+        ),
+        Add(
+            pk,
+            month_key(w),
+            {"m": micro - back_m},
+            within(("m", "usd_per_month")),
+            w.month_ends + DAY_S,
+        ),
+        Add(pk, LOAD_KEY, {"runs": 1 - len(state.expired)}, within(("runs", "concurrent_runs"))),
+    ]
+    if "requests_per_minute" in limits:
+        rpm = within(("r", "requests_per_minute"))
+        adds.append(Add(pk, minute_key(w), {"r": 1}, rpm, w.minute_ends + 60))
+    return adds
