@@ -135,6 +135,8 @@ async def test_settling_gives_back_the_unspent_part(store: Store, clock: Clock) 
     held = await q.admit(ALICE, want())
     assert held is not None
     await q.settle(held, 300, 0.003)
+    leases = await store.query(f"principal#{ALICE.id}", prefix="quota#run#")
+    assert leases.records == [], "a run settled within its lease leaves no lease behind"
     usage = await q.usage(ALICE)
     assert usage["tokens_per_day"].used == 300
     assert usage["usd_per_day"].used == pytest.approx(0.003)

@@ -42,7 +42,7 @@ from agentloop.quota.state import (
     read_state,
 )
 from agentloop.quota.windows import DAY_S, Windows
-from agentloop.store import Add, LimitExceeded, Store
+from agentloop.store import Add, Delete, LimitExceeded, Store
 
 logger = logging.getLogger("agentloop.quota")
 
@@ -52,6 +52,11 @@ what was spent."""
 ATTEMPTS = 4
 """Admissions tried again when a concurrent one took what the query saw as left."""
 QUERY_LIMIT = 200
+SKEW_S = 30
+"""Clocks of two processes differ by less than this. A run settled this long before its
+lease ends deletes the lease: no admission can be reclaiming it. A later one closes it
+instead (``closed`` limited to 1), kept a day, so a run and an admission that reclaims its
+lease never both give its amounts back."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,8 @@ class Reservation:
     micro: int
     tokens_bound: bool
     usd_bound: bool
+    until: int
+    """When the lease ends (epoch seconds): after it, an admission may reclaim it."""
 
 
 @dataclass
@@ -116,22 +123,20 @@ class Quota:
         """End a run that spent ``tokens`` and ``usd`` (None: unknown, the reservation is
         kept): the unspent part comes off and the run no longer counts as in flight."""
         micro = held.micro if usd is None else math.ceil(usd * MICRO)
-        expires = int(self.clock()) + DAY_S
-        close = Add(held.partition, held.lease, {"closed": 1}, {"closed": 1}, expires)
+        now = int(self.clock())
+        pk = held.partition
+        end: Add | Delete = Delete(pk, held.lease)
+        if now >= held.until - SKEW_S:  # it may be reclaimed meanwhile: close it once
+            end = Add(pk, held.lease, {"closed": 1}, {"closed": 1}, now + DAY_S)
         changes = [
-            Add(held.partition, held.day, {"t": tokens - held.tokens, "m": micro - held.micro}),
-            Add(held.partition, held.month, {"m": micro - held.micro}),
+            Add(pk, held.day, {"t": tokens - held.tokens, "m": micro - held.micro}),
+            Add(pk, held.month, {"m": micro - held.micro}),
         ]
         try:
-            await self.store.transact(
-                [close, *changes, Add(held.partition, LOAD_KEY, {"runs": -1})]
-            )
+            await self.store.transact([end, *changes, Add(pk, LOAD_KEY, {"runs": -1})])
         except LimitExceeded:  # the lease was reclaimed (it outlived it): charge the spending
             await self.store.transact(
-                [
-                    Add(held.partition, held.day, {"t": tokens, "m": micro}),
-                    Add(held.partition, held.month, {"m": micro}),
-                ]
+                [Add(pk, held.day, {"t": tokens, "m": micro}), Add(pk, held.month, {"m": micro})]
             )
 
     async def usage(self, who: Principal) -> dict[LimitName, LimitUsage]:
@@ -239,12 +244,15 @@ def _reservation(who: Principal, state: QuotaState, want: Want) -> tuple[Reserva
     w, pk = state.windows, partition(who.id)
     tokens, micro, tokens_bound, usd_bound = _grant(state, want)
     lease = f"{LEASE}{w.now:012d}-{uuid.uuid4().hex[:16]}"
-    counters = {"t": tokens, "m": micro, "until": w.now + math.ceil(want.lease_s), "closed": 0}
+    until = w.now + math.ceil(want.lease_s)
+    counters = {"t": tokens, "m": micro, "until": until, "closed": 0}
     counters |= {"day": day_index(w), "month": month_number(w)}
     ops = [Add(pk, lease, counters), *_counter_adds(pk, state, tokens, micro)]
     for old in state.expired:
         ops.append(Add(pk, old.sort, {"closed": 1}, limits={"closed": 1}, expires_at=w.now + DAY_S))
-    held = Reservation(pk, lease, day_key(w), month_key(w), tokens, micro, tokens_bound, usd_bound)
+    held = Reservation(
+        pk, lease, day_key(w), month_key(w), tokens, micro, tokens_bound, usd_bound, until
+    )
     return held, ops
 
 

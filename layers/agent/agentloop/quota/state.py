@@ -7,9 +7,10 @@ Items of the principal's partition (``principal#<id>``), all under ``quota#``:
 - ``quota#month#YYYY-MM``: counter ``m``;
 - ``quota#minute#<epoch minute>``: counter ``r`` (requests);
 - ``quota#load``: counter ``runs`` (runs in flight);
-- ``quota#lease#<id>``: one per run in flight, counters ``t``, ``m`` (what it reserved),
+- ``quota#run#<start>-<id>``: a run's lease, counters ``t``, ``m`` (what it reserved),
   ``until`` (when its lease ends), ``day`` (its day, days since the epoch), ``month``
-  (YYYYMM) and ``closed`` (1 once settled or reclaimed).
+  (YYYYMM) and ``closed`` (1 once reclaimed, or settled late, with a limit of 1 making
+  either happen once; kept a day). A run settled well within its lease deletes it.
 
 Counters include what runs in flight reserved; an open lease past ``until`` belonged to a
 process that died and is reclaimed (its amounts taken off) by the next admission.
@@ -31,7 +32,9 @@ logger = logging.getLogger("agentloop.quota")
 PREFIX = "quota#"
 LIMITS_KEY = "quota#limits"
 LOAD_KEY = "quota#load"
-LEASE = "quota#lease#"
+LEASE = "quota#run#"
+"""Leases sort after every other quota item, so a query's first page has those whatever
+the number of leases."""
 MAX_RECLAIM = 8
 """Expired leases one admission reclaims (the rest wait for the next)."""
 
