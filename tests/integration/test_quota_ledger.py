@@ -121,6 +121,9 @@ async def test_a_reservation_is_clamped_to_what_is_left(store: Store, clock: Clo
         True,
         True,
     )
+    after = third.usage["usd_per_day"]  # as the third admission left it
+    assert (after.limit, after.used, after.remaining) == (0.025, 0.025, 0)
+    assert third.usage["tokens_per_day"].used == 2500
     with pytest.raises(QuotaExceeded) as caught:
         await q.admit(ALICE, want())
     refused = caught.value

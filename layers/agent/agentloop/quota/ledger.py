@@ -15,7 +15,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentloop.principal import Principal
 from agentloop.quota.errors import LimitUsage, QuotaExceeded, QuotaUnpriced
@@ -86,6 +86,9 @@ class Reservation:
     usd_bound: bool
     until: int
     """When the lease ends (epoch seconds): after it, an admission may reclaim it."""
+    usage: dict[LimitName, LimitUsage] = field(default_factory=dict)
+    """The principal's limits as this admission left them (its reservation counted): what a
+    face can report (``x-ratelimit-*``) without another store call."""
 
 
 @dataclass
@@ -142,18 +145,7 @@ class Quota:
     async def usage(self, who: Principal) -> dict[LimitName, LimitUsage]:
         """Each of ``who``'s limits: limit, used (runs in flight included), remaining and
         when its window starts again."""
-        state = await self._state(who)
-        report = {}
-        for name in known_limits(state.limits):
-            limit, used = state.limits[name], state.used.get(name, 0)
-            report[name] = LimitUsage(
-                name,
-                from_units(name, limit),
-                from_units(name, used),
-                from_units(name, max(0, limit - used)),
-                _reset_at(name, state.windows),
-            )
-        return report
+        return _report(await self._state(who))
 
     async def set_limits(self, principal_id: str, overrides: Mapping[str, object]) -> None:
         """Store a principal's overrides (people's units; None lifts a limit); LimitValueError
@@ -163,6 +155,21 @@ class Quota:
             await self.store.put(partition(principal_id), LIMITS_KEY, dict(overrides))
         else:
             await self.store.delete(partition(principal_id), LIMITS_KEY)
+
+
+def _report(state: QuotaState) -> dict[LimitName, LimitUsage]:
+    """Each limit of ``state`` as people read it."""
+    report = {}
+    for name in known_limits(state.limits):
+        limit, used = state.limits[name], state.used.get(name, 0)
+        report[name] = LimitUsage(
+            name,
+            from_units(name, limit),
+            from_units(name, used),
+            from_units(name, max(0, limit - used)),
+            _reset_at(name, state.windows),
+        )
+    return report
 
 
 def _reset_at(name: LimitName, windows: Windows) -> int | None:
@@ -250,9 +257,15 @@ def _reservation(who: Principal, state: QuotaState, want: Want) -> tuple[Reserva
     ops = [Add(pk, lease, counters), *_counter_adds(pk, state, tokens, micro)]
     for old in state.expired:
         ops.append(Add(pk, old.sort, {"closed": 1}, limits={"closed": 1}, expires_at=w.now + DAY_S))
+    after: dict[LimitName, int] = {"tokens_per_day": tokens, "usd_per_day": micro}
+    after |= {"usd_per_month": micro, "concurrent_runs": 1, "requests_per_minute": 1}
+    counted = QuotaState(w, limits=state.limits, used=dict(state.used))
+    for name, amount in after.items():
+        counted.used[name] = counted.used.get(name, 0) + amount
     held = Reservation(
-        pk, lease, day_key(w), month_key(w), tokens, micro, tokens_bound, usd_bound, until
-    )
+        pk, lease, day_key(w), month_key(w), tokens, micro, tokens_bound, usd_bound, until,
+        _report(counted),
+    )  # fmt: skip
     return held, ops
 
 

@@ -48,6 +48,9 @@ class StartedRun:
     context: ChatContext
     info: InvocationInfo
     events: AsyncIterator[Event]
+    held: Held | None = None
+    """The run's reservation under the caller's limits (None: no limits apply);
+    ``held.reservation.usage`` is each limit as this request left it."""
 
     def stream_headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         return {**STREAM_HEADERS, "x-request-id": self.info.request_id, **(extra or {})}
@@ -111,7 +114,7 @@ async def start_run(
         from agentloop.quota.runs import settling
 
         events = settling(events, held)
-    return StartedRun(plan, context, info, observed(events, service, info))
+    return StartedRun(plan, context, info, observed(events, service, info), held)
 
 
 async def _reserve(
