@@ -19,6 +19,7 @@ import openai
 import pytest
 
 from agentloop.app_settings import AppSettings
+from agentloop.ask_llm import ask_llm_tool
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import ConfigurationError
 from agentloop.events import EVENT_ADAPTER, Done, Event, Notice
@@ -29,6 +30,7 @@ from agentloop.server.identity import api_keys
 from agentloop.server.service import service_from_env
 from agentloop.store import Store
 from agentloop.tools.base import ToolContext, tool
+from agentloop.tools.registry import ToolRegistry
 from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
@@ -213,6 +215,53 @@ def test_a_run_cut_short_by_the_quota_ends_with_quota(
     assert done.text, "it ends with an answer"
     assert [n.code for n in events if isinstance(n, Notice)] == ["quota"]
     assert len(llm.requests) == 2, "no call past the reservation"
+
+
+def test_an_ask_llm_tree_counts_against_its_owner(
+    store: Store, clock: Clock, gate: Gate, llm: ScriptedLLM
+) -> None:
+    """Two parallel sub-agents spend out of their request's reservation: the owner's day
+    counts every call of the tree."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        asked = next(m["content"] for m in request.messages if m["role"] == "user")
+        answered = any(m["role"] == "tool" for m in request.messages)
+        if asked == "hi" and not answered:
+            return Reply(tool_calls=[call("ask_llm", queries=["q1", "q2"])], usage=(800, 200))
+        return Reply(text=f"answer to {asked}", usage=(800, 200))
+
+    llm.respond_with(respond)
+    with serve(store, clock, gate, usd_per_day=1, tokens_per_day=10**6) as served:
+        served.service.tools = ToolRegistry([ask_llm_tool(), gate.tool()])
+        done = done_of(served.chat({"messages": HI, "tools": ["ask_llm"]}))
+        usage = run_sync(served.service.quota.usage(principal_of(AUTH)))  # type: ignore[union-attr]
+    assert len(llm.requests) == 4
+    assert done.cost_usd == pytest.approx(4 * CALL_USD)
+    assert usage["usd_per_day"].used == pytest.approx(4 * CALL_USD)
+    assert usage["tokens_per_day"].used == 4000
+
+
+def test_a_continued_run_is_charged_once(
+    store: Store, clock: Clock, gate: Gate, llm: ScriptedLLM
+) -> None:
+    """A run paused for approval, then continued: each request charges what it spent, the
+    continuation not again what the first part had (its budget carries it)."""
+    ask = call("hold", text="x")
+    llm.script(Reply(tool_calls=[ask], usage=(800, 200)), Reply(text="done", usage=(800, 200)))
+    gate.open.set()
+    with serve(store, clock, gate, usd_per_day=1, tokens_per_day=10**6) as served:
+        served.service.config = CONFIG.model_copy(update={"approval_tools": ("hold",)})
+        paused = done_of(served.chat({"messages": HI, "tools": ["hold"]}))
+        assert paused.stop_reason == "approval_required"
+        history = [*HI, *[m.model_dump() for m in paused.messages]]
+        body = {"messages": history, "tools": ["hold"], "resume": paused.resume}
+        body["approvals"] = [{"call_id": ask.id, "approved": True}]
+        done = done_of(served.chat(body))
+        usage = run_sync(served.service.quota.usage(principal_of(AUTH)))  # type: ignore[union-attr]
+    assert done.stop_reason == "completed"
+    assert done.cost_usd == pytest.approx(2 * CALL_USD), "the run's total, both parts"
+    assert usage["usd_per_day"].used == pytest.approx(2 * CALL_USD)
+    assert usage["tokens_per_day"].used == 2000
 
 
 # -- load -----------------------------------------------------------------------------------
