@@ -10,6 +10,7 @@ estimation error). Settling is one transaction: the unspent part comes off, the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -99,22 +100,28 @@ class Quota:
     store: Store
     clock: Callable[[], float] = time.time
 
-    async def _state(self, who: Principal) -> QuotaState:
-        page = await self.store.query(partition(who.id), prefix=PREFIX, limit=QUERY_LIMIT)
+    def _state(self, who: Principal) -> QuotaState:
+        """One query of the principal's quota items, read (blocking: in a worker thread)."""
+        page = self.store.backend.query(partition(who.id), PREFIX, QUERY_LIMIT, None, False)
         return read_state(page.records, self.config.for_tier(who.tier), Windows.at(self.clock()))
 
     async def admit(self, who: Principal, want: Want) -> Reservation | None:
         """Reserve ``want`` (clamped to what is left) for one run; None: no limits apply to
         ``who``. QuotaExceeded when nothing is left of a limit, QuotaUnpriced when a dollar
-        limit applies to a model without a price, StoreUnavailable when the store is down."""
+        limit applies to a model without a price, StoreUnavailable when the store is down.
+
+        Read, decide and write run in one worker thread (one hop, not one per store call)."""
+        return await asyncio.to_thread(self._admit, who, want)
+
+    def _admit(self, who: Principal, want: Want) -> Reservation | None:
         for attempt in range(ATTEMPTS):
-            state = await self._state(who)
+            state = self._state(who)
             if not state.limits:
                 return None
             _refuse_if_over(state, want)
             reservation, ops = _reservation(who, state, want)
             try:
-                await self.store.transact(ops)
+                self.store.backend.transact(ops)
             except LimitExceeded as exc:  # another admission took it meanwhile: read again
                 if attempt == ATTEMPTS - 1:
                     raise _contended(exc, state) from None
@@ -125,6 +132,9 @@ class Quota:
     async def settle(self, held: Reservation, tokens: int, usd: float | None) -> None:
         """End a run that spent ``tokens`` and ``usd`` (None: unknown, the reservation is
         kept): the unspent part comes off and the run no longer counts as in flight."""
+        await asyncio.to_thread(self._settle, held, tokens, usd)
+
+    def _settle(self, held: Reservation, tokens: int, usd: float | None) -> None:
         micro = held.micro if usd is None else math.ceil(usd * MICRO)
         now = int(self.clock())
         pk = held.partition
@@ -136,16 +146,16 @@ class Quota:
             Add(pk, held.month, {"m": micro - held.micro}),
         ]
         try:
-            await self.store.transact([end, *changes, Add(pk, LOAD_KEY, {"runs": -1})])
+            self.store.backend.transact([end, *changes, Add(pk, LOAD_KEY, {"runs": -1})])
         except LimitExceeded:  # the lease was reclaimed (it outlived it): charge the spending
-            await self.store.transact(
+            self.store.backend.transact(
                 [Add(pk, held.day, {"t": tokens, "m": micro}), Add(pk, held.month, {"m": micro})]
             )
 
     async def usage(self, who: Principal) -> dict[LimitName, LimitUsage]:
         """Each of ``who``'s limits: limit, used (runs in flight included), remaining and
         when its window starts again."""
-        return _report(await self._state(who))
+        return _report(await asyncio.to_thread(self._state, who))
 
     async def set_limits(self, principal_id: str, overrides: Mapping[str, object]) -> None:
         """Store a principal's overrides (people's units; None lifts a limit); LimitValueError
