@@ -264,6 +264,17 @@ def test_a_continued_run_is_charged_once(
     assert usage["tokens_per_day"].used == 2000
 
 
+def test_a_dollar_limit_refuses_a_model_without_a_price(
+    store: Store, clock: Clock, gate: Gate, llm: ScriptedLLM
+) -> None:
+    one_call(llm)
+    with serve(store, clock, gate, usd_per_day=1) as served:
+        response = served.chat({"model": "groq:no-price-known", "messages": HI})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["param"] == "model"
+    assert llm.requests == []
+
+
 # -- load -----------------------------------------------------------------------------------
 
 
