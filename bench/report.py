@@ -10,6 +10,7 @@ from bench import tasks
 from bench.contenders import CONTENDERS, PEERS
 
 SIGNIN_TARGET_MS = 1.0
+LIMITS_TARGET_MS = 2.0
 LOOP_TARGET = 1.03
 PER_CALL_TARGET_MS = 0.2
 IMPORT_TARGET = 1.15
@@ -646,6 +647,37 @@ def signin(page: Page, fig: dict[str, Any]) -> None:
     page.add(f"The issuer's JWKS was fetched {fig.get('jwks_fetches', '?')} time(s).", "")
 
 
+def limits(page: Page, fig: dict[str, Any]) -> None:
+    page.add(
+        "## Limits: what a caller's limits add to a request",
+        "",
+        "Two chat apps under uvicorn: one with `AGENTLOOP_LIMITS` (every kind of limit, set high "
+        "enough never to refuse) on the embedded store (SQLite), one without limits. A one-call "
+        "`POST /chat`, taking turns round by round; each request with limits admits its run "
+        "(one store query, one transaction) before the model call and settles it (one "
+        "transaction) after. *Added* is the median of the round-by-round differences.",
+        "",
+    )
+    rows = []
+    for key in ("limits off", "limits on"):
+        row = fig.get(key, {})
+        if not row.get("ok"):
+            rows.append([key, failed_note(row), "", ""])
+            continue
+        added = row.get("added_ms")
+        target = ""
+        if added is not None:
+            target = page.target(
+                f"limits: checking and settling a caller's limits on SQLite adds ≤ "
+                f"{LIMITS_TARGET_MS:g} ms per request",
+                f"{added:+.3f} ms",
+                added <= LIMITS_TARGET_MS,
+            )
+        shown = "—" if added is None else f"{added:+.3f}"
+        rows.append([key, cell(row, "ms", 2), shown, target])
+    page.table(["", "POST /chat (one model call), ms", "added, ms", "target"], rows)
+
+
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     figures = results["figures"]
@@ -661,6 +693,7 @@ def markdown(results: dict[str, Any]) -> str:
         "faces": faces,
         "tracing": tracing,
         "signin": signin,
+        "limits": limits,
     }
     for name, render in sections.items():
         if name in figures:

@@ -55,6 +55,7 @@ FIGURES = (
     "research",
     "tracing",
     "signin",
+    "limits",
 )
 
 RUNS = {"loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
@@ -588,6 +589,22 @@ def fig_signin(server: str) -> dict[str, Any]:
     return rows
 
 
+def fig_limits(server: str) -> dict[str, Any]:
+    """What a caller's limits add to a request on the embedded store (``bench/limits.py``)."""
+    from bench import limits
+
+    def start(env: dict[str, str]) -> App:
+        app = App(server, env=env)
+        app.wait_ready()
+        return app
+
+    try:
+        rows: dict[str, Any] = limits.measure(start, chat, tasks.expected_answer("ping"), say)
+    except Exception as exc:  # a figure that cannot run is a row that says why
+        return {"limits on": {"ok": False, "why": str(exc)[:300]}}
+    return rows
+
+
 def fig_stream(server: str) -> dict[str, Any]:
     app = App(server)
     try:
@@ -877,6 +894,7 @@ def main() -> int:
                 "research": fig_research,
                 "tracing": lambda: fig_tracing(server),
                 "signin": lambda: fig_signin(server),
+                "limits": lambda: fig_limits(server),
             }
             for name in chosen:
                 say(f"[{name}]")
