@@ -19,12 +19,12 @@ from agentloop.store import (
     Rejected,
     Store,
 )
+from tests.serial_moto import serial_moto  # noqa: F401 (a fixture)
 from tests.store_backends import (
     Clock,
     Moto,
     aws_env,
     dynamodb_store,
-    moto_server,  # noqa: F401 (a fixture)
     sqlite_store,
 )
 
@@ -47,7 +47,9 @@ async def store(
         opened = sqlite_store(tmp_path / "store.db", clock)
     else:
         aws_env(monkeypatch)
-        moto: Moto = request.getfixturevalue("moto_server")
+        # moto serialized, as DynamoDB orders conflicting transactions (tests/serial_moto.py):
+        # the concurrency tests then check the store, not moto's missing locks.
+        moto: Moto = request.getfixturevalue("serial_moto")
         opened = dynamodb_store(moto, moto.create_table(), clock)
     yield opened
     await opened.close()
