@@ -3,6 +3,8 @@ not to retry (docs/architecture.md, "The OpenAI face under failure")."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentloop.events import ErrorCode, ErrorEvent
 from agentloop.faces.outcome import Ending, Outcome
 from agentloop.http_api import HttpError
@@ -20,6 +22,27 @@ NO_CLIENT_RETRY = {"x-should-retry": "false"}
 """Honoured by the openai SDK (and other Stainless-generated SDKs) before its own retry rules."""
 
 
+QUOTA_TYPES = {
+    "rate_limited": ("requests", "rate_limit_exceeded"),
+    "quota_exceeded": ("insufficient_quota", "insufficient_quota"),
+}
+"""Our 429s (``quota.runs.QuotaRefused``) as OpenAI types and codes them: the openai SDK
+raises ``RateLimitError`` for both, and applications tell them apart by ``code``."""
+
+
+class OpenAIError(HttpError):
+    """An error whose ``code`` is OpenAI's string (``HttpError.body`` puts the status there)."""
+
+    def __init__(self, error: HttpError, type_: str, code: str) -> None:
+        super().__init__(error.status, type_, error.message, error.param, error.headers)
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        body = super().body()
+        body["error"]["code"] = self.code
+        return body
+
+
 def no_client_retry(error: HttpError) -> HttpError:
     """Mark ``error`` as not worth a client retry; returns it for chaining."""
     error.headers.update(NO_CLIENT_RETRY)
@@ -33,7 +56,15 @@ def refusal(error: HttpError) -> HttpError:
     408 (the body came too slowly), which a retry can cure. A 5xx here (the token store
     could not be read) made no model call, so the SDK's retries multiply nothing and may
     outlast a passing failure: they are left alone.
+
+    Over a limit (429) the answer is OpenAI's: a rate limit (``requests_per_minute``,
+    ``concurrent_runs``) frees within its Retry-After, so the SDK may retry it; a spent
+    allowance (``insufficient_quota``) cannot pass before its window resets: no retry.
     """
+    quota = QUOTA_TYPES.get(error.type) if error.status == 429 else None
+    if quota is not None:
+        shaped = OpenAIError(error, *quota)
+        return shaped if error.type == "rate_limited" else no_client_retry(shaped)
     if error.status == 408 or error.status >= 500:
         return error
     return no_client_retry(error)
