@@ -165,3 +165,97 @@ def test_chat_keeps_its_own_error_shape(store: Store, clock: Clock) -> None:
     assert answer.status_code == 429
     assert answer.json()["error"]["type"] == "quota_exceeded"
     assert answer.json()["error"]["code"] == 429
+
+
+# -- x-ratelimit-* --------------------------------------------------------------------------
+
+LIMITS = {
+    "usd_per_day": 1,
+    "tokens_per_day": 100_000,
+    "requests_per_minute": 10,
+    "concurrent_runs": 2,
+}
+RUN = {"token_budget": 20_000, "max_cost_usd": 0.05}
+"""A run reserves 20,000 tokens and $0.05 (its budget priced at $10 per million: $0.20)."""
+
+
+def ratelimits(response: httpx.Response | Any) -> dict[str, str]:
+    return {k: v for k, v in response.headers.items() if k.startswith("x-ratelimit-")}
+
+
+def test_chat_answers_carry_each_limit_as_the_admission_left_it(
+    store: Store, clock: Clock, llm: ScriptedLLM
+) -> None:
+    """Each run's reservation comes off what remains; the first run's unspent part is back
+    by the second (it spent $0.01 and 1000 tokens)."""
+    one_call(llm)
+    with serve(store, clock, **LIMITS) as served:
+        first = served.post("/chat", {"model": "groq:m", "messages": HI, **RUN})
+        second = served.post("/chat", {"model": "groq:m", "messages": HI, **RUN})
+    assert first.status_code == second.status_code == 200
+    day, minute = f"{MIDNIGHT - int(START)}s", "60s"
+    assert ratelimits(first) == {
+        "x-ratelimit-limit-usd-per-day": "1",
+        "x-ratelimit-remaining-usd-per-day": "0.95",
+        "x-ratelimit-reset-usd-per-day": day,
+        "x-ratelimit-limit-tokens-per-day": "100000",
+        "x-ratelimit-remaining-tokens-per-day": "80000",
+        "x-ratelimit-reset-tokens-per-day": day,
+        "x-ratelimit-limit-requests-per-minute": "10",
+        "x-ratelimit-remaining-requests-per-minute": "9",
+        "x-ratelimit-reset-requests-per-minute": minute,
+        "x-ratelimit-limit-concurrent-runs": "2",
+        "x-ratelimit-remaining-concurrent-runs": "1",
+    }
+    assert ratelimits(second)["x-ratelimit-remaining-usd-per-day"] == "0.94"
+    assert ratelimits(second)["x-ratelimit-remaining-tokens-per-day"] == "79000"
+    assert ratelimits(second)["x-ratelimit-remaining-requests-per-minute"] == "8"
+    assert ratelimits(second)["x-ratelimit-remaining-concurrent-runs"] == "1"
+
+
+def test_openai_answers_and_refusals_carry_them(
+    store: Store, clock: Clock, llm: ScriptedLLM
+) -> None:
+    """A completion (JSON and streamed) carries them; a refusal names its limit's."""
+    one_call(llm)
+    clock.now = START + 30
+    extra = {"agentloop": RUN}
+    with serve(store, clock, requests_per_minute=2, usd_per_day=1) as served:
+        client = served.openai()
+        raw = client.chat.completions.with_raw_response.create(
+            model="groq:m",
+            messages=HI,  # type: ignore[arg-type]
+            extra_body=extra,
+        )
+        with client.chat.completions.with_streaming_response.create(
+            model="groq:m",
+            messages=HI,  # type: ignore[arg-type]
+            stream=True,
+            extra_body=extra,
+        ) as streamed:
+            streamed_headers = ratelimits(streamed)
+        with pytest.raises(openai.RateLimitError) as caught:
+            complete(client)
+    assert ratelimits(raw) == {
+        "x-ratelimit-limit-requests-per-minute": "2",
+        "x-ratelimit-remaining-requests-per-minute": "1",
+        "x-ratelimit-reset-requests-per-minute": "30s",
+        "x-ratelimit-limit-usd-per-day": "1",
+        "x-ratelimit-remaining-usd-per-day": "0.95",
+        "x-ratelimit-reset-usd-per-day": f"{MIDNIGHT - int(START) - 30}s",
+    }
+    assert streamed_headers["x-ratelimit-remaining-requests-per-minute"] == "0"
+    assert streamed_headers["x-ratelimit-remaining-usd-per-day"] == "0.94"
+    assert ratelimits(caught.value.response) == {
+        "x-ratelimit-limit-requests-per-minute": "2",
+        "x-ratelimit-remaining-requests-per-minute": "0",
+        "x-ratelimit-reset-requests-per-minute": "30s",
+    }
+
+
+def test_no_limits_no_headers(store: Store, clock: Clock, llm: ScriptedLLM) -> None:
+    one_call(llm)
+    with serve(store, clock) as served:
+        answer = served.post("/chat", {"model": "groq:m", "messages": HI})
+    assert answer.status_code == 200
+    assert ratelimits(answer) == {}

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from agentloop.faces.face import Face, FaceRun
 from agentloop.http_api import HttpError, validate_model
 from agentloop.server.errors import Endpoint
+from agentloop.server.ratelimit import refusal_headers, run_headers
 from agentloop.server.runs import read_request_json, start_run, stream_response
 from agentloop.server.service import service_of
 from agentloop.server.streaming import cancel_on_disconnect
@@ -30,6 +31,7 @@ def face_route(module: str) -> Endpoint:
         try:
             return await serve(face, request)
         except HttpError as exc:
+            exc.headers.update(refusal_headers(service_of(request), exc))
             raise face.refusal(exc) from exc.__cause__
 
     endpoint.__name__ = endpoint.__qualname__ = module.rsplit(".", 1)[-1]
@@ -48,9 +50,10 @@ async def serve(face: Face[Any], request: Request) -> Response:
     seen = FaceRun(
         run.events, run.info.request_id, run.plan.model, run.context.cancel, chat_request.approvals
     )
+    limits = run_headers(service, run)  # x-ratelimit-*: none without limits
     if face.streams(body):
-        return stream_response(run, face.frames(body, seen), service, dict(face.headers))
+        return stream_response(run, face.frames(body, seen), service, {**face.headers, **limits})
     answer = await cancel_on_disconnect(
         request.receive, run.context.cancel, face.collect(body, seen)
     )
-    return JSONResponse(answer)
+    return JSONResponse(answer, headers=limits)
