@@ -51,6 +51,7 @@ def routes() -> list[BaseRoute]:
         *(Route(path, Deferred(face, module), methods=["POST"]) for path, module in FACES.items()),
         Route("/mcp", Deferred("agentloop.server.mcp_route:McpRoute"), methods=["POST"]),
         Route("/v1/models", Deferred(f"{pages}:list_models"), methods=["GET"]),
+        Route("/v1/usage", Deferred("agentloop.server.usage:usage"), methods=["GET"]),
         Route("/tools", Deferred(f"{pages}:list_tools"), methods=["GET"]),
         Route("/auth/config", Deferred("agentloop.server.signin:auth_config"), methods=["GET"]),
         Route("/", Deferred(f"{pages}:Page", STATIC_DIR / "index.html"), methods=["GET"]),

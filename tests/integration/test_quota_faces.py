@@ -259,3 +259,56 @@ def test_no_limits_no_headers(store: Store, clock: Clock, llm: ScriptedLLM) -> N
         answer = served.post("/chat", {"model": "groq:m", "messages": HI})
     assert answer.status_code == 200
     assert ratelimits(answer) == {}
+
+
+# -- GET /v1/usage --------------------------------------------------------------------------
+
+
+def test_usage_reports_the_callers_limits(store: Store, clock: Clock, llm: ScriptedLLM) -> None:
+    one_call(llm)
+    clock.now = START + 30
+    with serve(store, clock, **LIMITS) as served:
+        assert served.post("/chat", {"model": "groq:m", "messages": HI}).status_code == 200
+        answer = served.get("/v1/usage")
+        stranger = served.get("/v1/usage", {"authorization": "Bearer al_nobody"})
+    assert answer.status_code == 200, answer.text
+    day = {"reset_at": MIDNIGHT, "reset_in_s": MIDNIGHT - int(START) - 30}
+    assert answer.json() == {
+        "limited": True,
+        "limits": {
+            "usd_per_day": {"limit": 1, "used": 0.01, "remaining": 0.99, **day},
+            "tokens_per_day": {"limit": 100_000, "used": 1000, "remaining": 99_000, **day},
+            "requests_per_minute": {
+                "limit": 10,
+                "used": 1,
+                "remaining": 9,
+                "reset_at": int(START) + 60,
+                "reset_in_s": 30,
+            },
+            "concurrent_runs": {
+                "limit": 2,
+                "used": 0,
+                "remaining": 2,
+                "reset_at": None,
+                "reset_in_s": None,
+            },
+        },
+    }
+    assert stranger.status_code == 401
+
+
+def test_usage_without_limits_is_not_a_404(store: Store, clock: Clock) -> None:
+    with serve(store, clock) as served:
+        answer = served.get("/v1/usage")
+    assert answer.status_code == 200
+    assert answer.json() == {"limited": False, "limits": {}}
+
+
+def test_usage_with_the_store_down_is_a_503(tmp_path: Path, clock: Clock) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    down = sqlite_store(tmp_path / "file" / "store.db", clock)  # cannot be opened
+    with serve(down, clock, usd_per_day=1) as served:
+        answer = served.get("/v1/usage")
+    assert answer.status_code == 503
+    assert answer.json()["error"]["type"] == "store_unavailable"
+    assert answer.headers["retry-after"]
