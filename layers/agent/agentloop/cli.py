@@ -11,7 +11,7 @@ import asyncio
 import sys
 from typing import TextIO
 
-from agentloop import secret_cli
+from agentloop import limits_cli, secret_cli
 from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.defaults import default_registry
@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--max-cost-usd", type=float, help="dollars the request may spend")
     commands.add_parser("schema", help="print the JSON Schema of the stream events")
     secret_cli.add_commands(commands)  # `secret ...` and `token`: the deployed secret
+    limits_cli.add_commands(commands)  # `limits show|set|clear`: per-principal limits
     return parser
 
 
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("secret", "token"):
         return secret_cli.run(args)
+    if args.command == "limits":
+        return limits_cli.run(args)
     if not args.question.strip():
         # Checked here, before any key or model is looked at: a blank question (``make chat``
         # without Q) would otherwise be sent, and paid for, as an empty user message.
