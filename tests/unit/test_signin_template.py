@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agentloop.oidc import JwtSettings
-from tests.cloudformation import load_template
+from tests.cloudformation import Stack, load_template
 
 REGION, ACCOUNT = "eu-west-1", "123456789012"
 POOL_ID, CLIENT_ID = "eu-west-1_AbCdEf123", "4tq2examplec1ient1d"
@@ -36,79 +36,18 @@ JWT_VARIABLES = (
 COGNITO_RESOURCES = {"UserPool", "UserPoolClient", "UserPoolDomain"}
 
 
+def deployed(template: dict[str, Any], **parameters: str) -> Stack:
+    """The template deployed with ``parameters``, the created resources' ids as above."""
+    return Stack(template, PHYSICAL, **parameters)
+
+
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
     return load_template()
 
 
-class Stack:
-    """The template with parameter values: conditions and values as CloudFormation sees them."""
-
-    def __init__(self, template: dict[str, Any], **parameters: str) -> None:
-        self.template = template
-        defaults = {name: str(p.get("Default", "")) for name, p in template["Parameters"].items()}
-        unknown = set(parameters) - set(defaults)
-        assert not unknown, f"no such parameters: {unknown}"
-        self.parameters = {**defaults, **parameters}
-
-    def condition(self, name: str) -> bool:
-        return bool(self.value(self.template["Conditions"][name]))
-
-    def value(self, node: Any) -> Any:
-        if isinstance(node, list):
-            return [self.value(item) for item in node]
-        if not isinstance(node, dict) or len(node) != 1:
-            return node
-        [(function, argument)] = node.items()
-        if function == "Ref":
-            if argument in self.parameters:
-                return self.parameters[argument]
-            assert argument in PHYSICAL or argument in self.template["Resources"], argument
-            return PHYSICAL.get(argument, f"<{argument}>")
-        if function == "Condition":
-            return self.condition(argument)
-        if function == "Fn::If":
-            name, when_true, when_false = argument
-            return self.value(when_true if self.condition(name) else when_false)
-        if function == "Fn::Equals":
-            left, right = self.value(argument)
-            return left == right
-        if function == "Fn::Not":
-            return not self.value(argument[0])
-        if function == "Fn::And":
-            return all(self.value(argument))
-        if function == "Fn::Sub":
-            return re.sub(r"\$\{([^}]+)\}", lambda m: str(self.value({"Ref": m[1]})), argument)
-        raise AssertionError(f"the test does not evaluate {function}")
-
-    def created(self) -> set[str]:
-        """The resources this stack would have."""
-        return {
-            name
-            for name, resource in self.template["Resources"].items()
-            if "Condition" not in resource or self.condition(resource["Condition"])
-        }
-
-    def chat_environment(self) -> dict[str, str]:
-        """The chat function's variables, an empty value left out (the app reads it as unset)."""
-        variables = self.template["Resources"]["ChatFunction"]["Properties"]["Environment"]
-        resolved = {name: self.value(v) for name, v in variables["Variables"].items()}
-        return {name: str(v) for name, v in resolved.items() if v not in ("", None)}
-
-    def rule_failures(self) -> list[str]:
-        """The descriptions of the template's rule assertions these parameters break."""
-        failures = []
-        for rule in self.template.get("Rules", {}).values():
-            if "RuleCondition" in rule and not self.value(rule["RuleCondition"]):
-                continue
-            failures += [
-                a["AssertDescription"] for a in rule["Assertions"] if not self.value(a["Assert"])
-            ]
-        return failures
-
-
 def test_by_default_nothing_of_sign_in_is_made_or_set(template: dict[str, Any]) -> None:
-    stack = Stack(template)
+    stack = deployed(template)
     assert stack.parameters["AuthMode"] == "bearer"
     assert not stack.created() & COGNITO_RESOURCES
     environment = stack.chat_environment()
@@ -116,7 +55,7 @@ def test_by_default_nothing_of_sign_in_is_made_or_set(template: dict[str, Any]) 
     assert not set(JWT_VARIABLES) & set(environment)
     assert stack.rule_failures() == []
     # CreateUserPool alone, without AuthMode jwt, makes nothing either (and a rule says why).
-    asked = Stack(template, CreateUserPool="true")
+    asked = deployed(template, CreateUserPool="true")
     assert not asked.created() & COGNITO_RESOURCES
     assert asked.rule_failures() == ["CreateUserPool=true needs AuthMode=jwt."]
 
@@ -124,7 +63,7 @@ def test_by_default_nothing_of_sign_in_is_made_or_set(template: dict[str, Any]) 
 def test_an_existing_issuer_and_audience_reach_the_chat_function(
     template: dict[str, Any],
 ) -> None:
-    stack = Stack(
+    stack = deployed(
         template,
         AuthMode="jwt",
         JwtIssuer="https://example.eu.auth0.com/",
@@ -151,7 +90,7 @@ def test_an_existing_issuer_and_audience_reach_the_chat_function(
 def test_jwt_without_an_issuer_or_a_pool_is_refused_before_deploying(
     template: dict[str, Any],
 ) -> None:
-    assert Stack(template, AuthMode="jwt").rule_failures() == [
+    assert deployed(template, AuthMode="jwt").rule_failures() == [
         "AuthMode=jwt needs JwtIssuer (or CreateUserPool=true).",
         "AuthMode=jwt needs JwtAudience (or CreateUserPool=true).",
     ]
@@ -164,7 +103,7 @@ def test_jwt_without_an_issuer_or_a_pool_is_refused_before_deploying(
 def test_a_created_user_pool_is_the_issuer_and_its_client_the_audience(
     template: dict[str, Any],
 ) -> None:
-    stack = Stack(
+    stack = deployed(
         template,
         AuthMode="jwt",
         CreateUserPool="true",
@@ -187,7 +126,7 @@ def test_a_created_user_pool_is_the_issuer_and_its_client_the_audience(
     domain = template["Resources"]["UserPoolDomain"]["Properties"]
     assert stack.value(domain["UserPoolId"]) == POOL_ID
     assert stack.value(domain["Domain"]) == f"agentloop-{ACCOUNT}"
-    named = Stack(template, AuthMode="jwt", CreateUserPool="true", UserPoolDomainPrefix="chat-x")
+    named = deployed(template, AuthMode="jwt", CreateUserPool="true", UserPoolDomainPrefix="chat-x")
     assert named.value(domain["Domain"]) == "chat-x"
     outputs = template["Outputs"]
     for name in ("UserPoolId", "UserPoolClientId", "SignInUrl"):
@@ -210,7 +149,7 @@ def test_the_page_s_client_runs_the_code_flow_only_and_has_no_secret(
     urls = {"Ref": "SignInCallbackUrls"}
     assert client["CallbackURLs"] == urls
     assert client["LogoutURLs"] == urls
-    stack = Stack(template, AuthMode="jwt", CreateUserPool="true")
+    stack = deployed(template, AuthMode="jwt", CreateUserPool="true")
     assert stack.value(client["CallbackURLs"]) == "http://localhost:8000/"  # make dev's page
     assert stack.value(client["UserPoolId"]) == POOL_ID
 
@@ -240,4 +179,4 @@ def test_the_sign_in_parameters_are_grouped_and_auth_mode_offers_jwt(
         "SignInCallbackUrls",
     ]
     # jwt mode keeps the Function URL public: the app checks the tokens.
-    assert not Stack(template, AuthMode="jwt").condition("UseIamAuth")
+    assert not deployed(template, AuthMode="jwt").condition("UseIamAuth")
