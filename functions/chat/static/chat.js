@@ -2,11 +2,11 @@
 // carry on from done.messages; a run paused for approvals waits here for the cards' decisions.
 // A paused run lives in this page only: a reload loses it (the server keeps nothing).
 
-import { plural } from "./dom.js";
+import { dollars, number, plural } from "./dom.js";
 import { describeFailure, expectEventStream } from "./errors.js";
 import { stopReason } from "./labels.js";
 import { Reply } from "./reply.js";
-import { chatUrl, selectedTools, toolList } from "./settings.js";
+import { chatUrl, loadUsage, selectedTools, toolList } from "./settings.js";
 import { readJsonEvents } from "./sse.js";
 
 function newRequest(chosen, messages, limits) {
@@ -111,6 +111,13 @@ export class Chat {
     this.afterRun();
   }
 
+  // Under a finished answer, what is left of the caller's daily and monthly allowance, where
+  // the server limits it (GET /v1/usage, read after the run settled).
+  async showAllowance(reply) {
+    const limits = await loadUsage(await this.chosen());
+    if (limits) reply.showAllowance(allowanceText(limits));
+  }
+
   // The settings, with the signed-in token (refreshed when due) in place of a pasted one.
   async chosen() {
     const chosen = this.settings.read();
@@ -183,6 +190,7 @@ export class Chat {
     if (!pending.length) {
       this.history = [...sent, ...done.messages];
       reply.finish("done");
+      this.showAllowance(reply);
       const reason = done.stop_reason;
       this.view.setStatus(reason === "completed" ? "Done." : `Done: ${stopReason(reason)}.`);
       return;
@@ -230,4 +238,22 @@ export class Chat {
     else this.breakOff(reply, paused.base, outcome, request.url);
     this.afterRun();
   }
+}
+
+// "$0.9650 left today · $19.97 left this month": the money and token limits (the load
+// limits, runs in flight and requests a minute, say nothing about what an answer costs).
+export function allowanceText(limits) {
+  const left = (name) => {
+    const limit = limits[name];
+    return limit && typeof limit.remaining === "number" ? limit.remaining : null;
+  };
+  const parts = [];
+  if (left("usd_per_day") !== null) parts.push(`${dollars(left("usd_per_day"))} left today`);
+  if (left("usd_per_month") !== null) {
+    parts.push(`${dollars(left("usd_per_month"))} left this month`);
+  }
+  if (left("tokens_per_day") !== null) {
+    parts.push(`${number.format(left("tokens_per_day"))} tokens left today`);
+  }
+  return parts.join(" · ");
 }

@@ -208,6 +208,12 @@ export class Reply {
     this.setMeta(parts);
   }
 
+  // What is left of the caller's allowance, after the line's other parts (a later answer).
+  showAllowance(text) {
+    if (!text || !this.meta.isConnected) return;
+    this.meta.append(" · ", el("span", { class: "allowance" }, text));
+  }
+
   // The cost, with the unpriced notice as its explanation (hover, and screen readers).
   costPart(text) {
     if (!this.unpriced || !text.startsWith("cost unknown")) return text;

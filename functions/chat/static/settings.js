@@ -85,6 +85,7 @@ export function chatUrl(endpoint) {
 
 const toolsUrl = (endpoint) => chatUrl(endpoint).replace(/\/chat$/, "/tools");
 const modelsUrl = (endpoint) => chatUrl(endpoint).replace(/\/chat$/, "/v1/models");
+const usageUrl = (endpoint) => chatUrl(endpoint).replace(/\/chat$/, "/v1/usage");
 
 // A limit field: empty is the server's default (null); anything else must be a whole
 // number from 1 up. Returns { value } or { error } (a sentence for the field).
@@ -108,6 +109,14 @@ async function listing(url, chosen) {
   } catch {
     return undefined; // no token yet, an older or another server
   }
+}
+
+// What is left of the caller's limits (GET /v1/usage): its limits by name, or null when the
+// server sets none for this caller (or cannot say).
+export async function loadUsage(chosen) {
+  const usage = await listing(usageUrl(chosen.endpoint), chosen);
+  const limits = usage && usage.limited && usage.limits;
+  return limits && typeof limits === "object" ? limits : null;
 }
 
 // The model picker, filled from GET /v1/models: the server's default (its first model)
