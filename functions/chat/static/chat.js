@@ -112,9 +112,9 @@ export class Chat {
   }
 
   // Under a finished answer, what is left of the caller's daily and monthly allowance, where
-  // the server limits it (GET /v1/usage, read after the run settled).
-  async showAllowance(reply) {
-    const limits = await loadUsage(await this.chosen());
+  // the server limits it (GET /v1/usage, read after the run settled, as the request was sent).
+  async showAllowance(reply, request) {
+    const limits = await loadUsage(request.url, request.headers.authorization);
     if (limits) reply.showAllowance(allowanceText(limits));
   }
 
@@ -190,7 +190,7 @@ export class Chat {
     if (!pending.length) {
       this.history = [...sent, ...done.messages];
       reply.finish("done");
-      this.showAllowance(reply);
+      this.showAllowance(reply, request);
       const reason = done.stop_reason;
       this.view.setStatus(reason === "completed" ? "Done." : `Done: ${stopReason(reason)}.`);
       return;

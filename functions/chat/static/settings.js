@@ -85,7 +85,6 @@ export function chatUrl(endpoint) {
 
 const toolsUrl = (endpoint) => chatUrl(endpoint).replace(/\/chat$/, "/tools");
 const modelsUrl = (endpoint) => chatUrl(endpoint).replace(/\/chat$/, "/v1/models");
-const usageUrl = (endpoint) => chatUrl(endpoint).replace(/\/chat$/, "/v1/usage");
 
 // A limit field: empty is the server's default (null); anything else must be a whole
 // number from 1 up. Returns { value } or { error } (a sentence for the field).
@@ -111,10 +110,13 @@ async function listing(url, chosen) {
   }
 }
 
-// What is left of the caller's limits (GET /v1/usage): its limits by name, or null when the
-// server sets none for this caller (or cannot say).
-export async function loadUsage(chosen) {
-  const usage = await listing(usageUrl(chosen.endpoint), chosen);
+// What is left of the caller's limits (GET /v1/usage next to the chat URL, with the
+// request's authorization): its limits by name, or null when the server sets none for this
+// caller (or cannot say).
+export async function loadUsage(chatUrlSent, authorization) {
+  const url = chatUrlSent.replace(/\/chat$/, "/v1/usage");
+  const token = authorization ? authorization.replace(/^Bearer /, "") : "";
+  const usage = await listing(url, { token });
   const limits = usage && usage.limited && usage.limits;
   return limits && typeof limits === "object" ? limits : null;
 }
