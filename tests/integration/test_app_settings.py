@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from pydantic import BaseModel
+from starlette.testclient import TestClient
 
 from agentloop.app_settings import (
     REQUEST_ID,
@@ -24,7 +25,7 @@ from agentloop.tools.base import ToolContext, tool
 from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
-from tests.served import AUTH, make_service
+from tests.served import AUTH, LOCAL, make_service
 
 ON_LAMBDA = {"AWS_LAMBDA_FUNCTION_NAME": "agentloop-chat"}
 USER = {"role": "user", "content": "What is the capital of France?"}
@@ -198,3 +199,21 @@ def test_a_run_writes_an_emf_blob_only_where_metrics_are_on(
     if emf:
         assert emf[0]["stop_reason"] == "completed"
         assert emf[0]["ToolCalls"] == [1.0]
+
+
+def test_a_page_on_an_allowed_origin_may_read_the_limit_headers() -> None:
+    """Browsers hide response headers CORS does not expose: the x-ratelimit-* headers (each
+    limit's) and Retry-After are exposed to the allowed origins."""
+    origin = "http://page.example"
+    app = create_app(make_service(), cors_origins=[origin])
+    with TestClient(app, base_url=LOCAL) as client:
+        answer = client.get("/v1/models", headers={**AUTH, "origin": origin})
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == origin
+    exposed = {h.strip() for h in answer.headers["access-control-expose-headers"].split(",")}
+    assert {
+        "retry-after",
+        "x-ratelimit-remaining-usd-per-day",
+        "x-ratelimit-reset-tokens-per-day",
+    } <= exposed
+    assert "x-ratelimit-limit-concurrent-runs" in exposed

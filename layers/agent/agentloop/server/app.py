@@ -18,6 +18,7 @@ from agentloop.app_settings import AppSettings, configure_logging
 from agentloop.config import ConfigurationError
 from agentloop.host_check import HostCheckMiddleware, describe_hosts
 from agentloop.server.errors import EXCEPTION_HANDLERS
+from agentloop.server.ratelimit import exposed_headers
 from agentloop.server.service import ChatService, service_from_env
 
 logger = logging.getLogger("agentloop.chat_app")
@@ -64,6 +65,7 @@ def middleware(
                 allow_methods=["GET", "POST"],
                 # mcp-protocol-version: browser MCP clients on another origin (POST /mcp)
                 allow_headers=["authorization", "content-type", "mcp-protocol-version"],
+                expose_headers=exposed_headers(),  # the caller's limits, and when to retry
             )
         )
     return stack

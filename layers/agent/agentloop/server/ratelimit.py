@@ -20,6 +20,16 @@ if TYPE_CHECKING:
 PREFIX = "x-ratelimit-"
 
 
+def exposed_headers() -> list[str]:
+    """Every header this module may send, and ``retry-after``: what CORS must expose for a
+    page on another origin to read them (browsers hide other response headers)."""
+    from agentloop.quota.limits import LIMIT_NAMES
+
+    names = [name.replace("_", "-") for name in LIMIT_NAMES]
+    kinds = ("limit", "remaining", "reset")
+    return ["retry-after", *(f"{PREFIX}{kind}-{name}" for name in names for kind in kinds)]
+
+
 def run_headers(service: ChatService, run: StartedRun) -> dict[str, str]:
     """The headers of an admitted run's answer (empty when no limits apply to it)."""
     if run.held is None or service.quota is None:
