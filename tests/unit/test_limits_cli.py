@@ -136,3 +136,10 @@ def test_a_store_that_cannot_be_opened_is_exit_1(
     monkeypatch.setenv("AGENTLOOP_LIMITS", json.dumps(DEFAULTS))
     assert main(["limits", "show", "key:alice"]) == 1
     assert "the store failed" in capsys.readouterr().err
+
+
+def test_the_command_offers_every_limit_the_quota_knows() -> None:
+    from agentloop.limits_cli import LIMIT_OPTIONS
+    from agentloop.quota.limits import LIMIT_NAMES
+
+    assert LIMIT_OPTIONS == LIMIT_NAMES

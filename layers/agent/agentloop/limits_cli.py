@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from agentloop.quota import LimitUsage, Quota
 
+# quota.limits.LIMIT_NAMES, written out here so building the CLI's parser imports nothing of
+# the quota (a test keeps the two equal).
 LIMIT_OPTIONS = (
     "usd_per_day",
     "usd_per_month",
