@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -86,6 +87,20 @@ def sleeper(
 
 class NoArgs(BaseModel):
     pass
+
+
+def whoami_tool(seen: list[tuple[Any, Any]]) -> Tool:
+    """``whoami``: records who the run is for (its principal and its sandbox tenant)."""
+    from agentloop.principal import PRINCIPAL_KEY
+    from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
+
+    @tool(name="whoami")
+    async def whoami(args: NoArgs, ctx: ToolContext) -> str:
+        """Say who the run is for."""
+        seen.append((ctx.extras.get(PRINCIPAL_KEY), ctx.extras.get(SANDBOX_TENANT_KEY)))
+        return "noted"
+
+    return whoami
 
 
 class Unserialisable:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from pydantic import BaseModel
 
 from agentloop.oidc import JwtSettings, JwtVerifier
 from agentloop.principal import PRINCIPAL_KEY, Principal
@@ -28,6 +27,7 @@ from tests.e2e.screenshot import SHOTS, SIZES
 from tests.fakes.oidc_provider import OidcProvider
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
+from tests.sample_tools import NoArgs
 from tests.served import ServedApp
 
 pytestmark = pytest.mark.e2e
@@ -39,10 +39,6 @@ ID_TOKEN_TTL_S = 30
 USER = "ada"
 EMAIL = "ada@example.test"
 TOKEN_SHAPE = re.compile(r"[\w-]{10,}\.[\w-]{10,}\.[\w-]{10,}")
-
-
-class NoArgs(BaseModel):
-    pass
 
 
 @tool(name="whoami")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator
 
@@ -114,3 +115,18 @@ def issuer(rsa: SigningKey, ecdsa: SigningKey) -> Iterator[IssuerServer]:
 @pytest.fixture
 def clock() -> VerifierClock:
     return VerifierClock()
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """configure_logging changes process-wide state; put it back after the test."""
+    from agentloop.app_settings import RequestIdFilter
+
+    root, ours = logging.getLogger(), logging.getLogger("agentloop")
+    saved = (list(root.handlers), list(ours.handlers), ours.level, ours.propagate)
+    yield
+    for handler in [*root.handlers, *ours.handlers]:
+        for found in [f for f in handler.filters if isinstance(f, RequestIdFilter)]:
+            handler.removeFilter(found)
+    root.handlers[:] = saved[0]
+    ours.handlers, ours.level, ours.propagate = saved[1], saved[2], saved[3]

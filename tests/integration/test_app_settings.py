@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -16,7 +15,6 @@ from starlette.testclient import TestClient
 from agentloop.app_settings import (
     REQUEST_ID,
     AppSettings,
-    RequestIdFilter,
     configure_logging,
 )
 from agentloop.config import ConfigurationError
@@ -53,19 +51,6 @@ def _tool_run(url: str, llm: ScriptedLLM, request_id: str | None = None) -> http
     assert response.status_code == 200
     assert "event: done" in response.text
     return response
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """configure_logging changes process-wide state; put it back after the test."""
-    root, ours = logging.getLogger(), logging.getLogger("agentloop")
-    saved = (list(root.handlers), list(ours.handlers), ours.level, ours.propagate)
-    yield
-    for handler in [*root.handlers, *ours.handlers]:
-        for found in [f for f in handler.filters if isinstance(f, RequestIdFilter)]:
-            handler.removeFilter(found)
-    root.handlers[:] = saved[0]
-    ours.handlers, ours.level, ours.propagate = saved[1], saved[2], saved[3]
 
 
 # -- request ids on log lines ------------------------------------------------------------

@@ -21,21 +21,20 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import BaseModel
 
 import sandbox_handler
-from agentloop.app_settings import AppSettings, RequestIdFilter, configure_logging
+from agentloop.app_settings import AppSettings, configure_logging
 from agentloop.config import ConfigurationError
 from agentloop.events import Done
 from agentloop.http_api import InvocationInfo
 from agentloop.logs import PRINCIPAL_ID
 from agentloop.oidc import JwtSettings, JwtVerifier
-from agentloop.principal import PRINCIPAL_KEY, Principal
-from agentloop.sandbox.backends import SANDBOX_TENANT_KEY, lambda_tenant_id
+from agentloop.principal import Principal
+from agentloop.sandbox.backends import lambda_tenant_id
 from agentloop.sandbox.settings import SandboxSettings
 from agentloop.server.identity import jwt_bearer
 from agentloop.server.service import ChatService, authenticator
-from agentloop.tools.base import Tool, ToolContext, tool
+from agentloop.tools.base import Tool
 from agentloop.tools.execute_code import execute_code_tool
 from tests.fakes.lambda_api import SANDBOX_FUNCTION, FakeLambda
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
@@ -51,6 +50,7 @@ from tests.jwks_server import (
     mint,
 )
 from tests.mcp_session import open_mcp_session
+from tests.sample_tools import whoami_tool
 from tests.served import ServedApp, make_service
 
 AUDIENCE = "chat-page-client"
@@ -421,20 +421,6 @@ def test_the_app_built_from_the_environment_accepts_the_issuer_s_tokens(
 # ---- the principal on the run -----------------------------------------------------------------
 
 
-class NoArgs(BaseModel):
-    pass
-
-
-def recording_tool(seen: list[Any]) -> Tool:
-    @tool(name="whoami")
-    async def whoami(args: NoArgs, ctx: ToolContext) -> str:
-        """Say who the run is for."""
-        seen.append((ctx.extras.get(PRINCIPAL_KEY), ctx.extras.get(SANDBOX_TENANT_KEY)))
-        return "noted"
-
-    return whoami
-
-
 def call_whoami(request: RecordedRequest) -> Reply:
     if request.messages[-1]["role"] != "tool":
         return Reply(tool_calls=[call("whoami")])
@@ -448,7 +434,7 @@ def test_the_principal_is_on_the_run_s_context(
     seen: list[Any] = []
     token = mint(claims(issuer, sub="user-42", email=None, username="bob"), rsa)
 
-    with ServedApp(jwt_service(issuer, [recording_tool(seen)]), name="jwt-context") as app:
+    with ServedApp(jwt_service(issuer, [whoami_tool(seen)]), name="jwt-context") as app:
         chat_sse(app, token)
 
     [(principal, tenant)] = seen
@@ -500,19 +486,6 @@ def test_two_principals_have_two_sandbox_tenants(
 
 
 # ---- logs: the principal id, never the token ---------------------------------------------------
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """configure_logging changes process-wide state; put it back after the test."""
-    root, ours = logging.getLogger(), logging.getLogger("agentloop")
-    saved = (list(root.handlers), list(ours.handlers), ours.level, ours.propagate)
-    yield
-    for handler in [*root.handlers, *ours.handlers]:
-        for found in [f for f in handler.filters if isinstance(f, RequestIdFilter)]:
-            handler.removeFilter(found)
-    root.handlers[:] = saved[0]
-    ours.handlers, ours.level, ours.propagate = saved[1], saved[2], saved[3]
 
 
 def test_log_lines_carry_the_principal_id_and_never_the_token(

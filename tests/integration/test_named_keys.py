@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import BaseModel
 
 from agentloop.auth import (
     AuthError,
@@ -25,29 +24,14 @@ from agentloop.auth import (
     token_hashes_from_secret,
 )
 from agentloop.cli import main
-from agentloop.principal import PRINCIPAL_KEY, Principal
-from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
+from agentloop.principal import Principal
 from agentloop.server.identity import api_keys
-from agentloop.tools.base import ToolContext, tool
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
+from tests.sample_tools import whoami_tool
 from tests.served import ServedApp, make_service
 
 ALICE, BOB, OLD = "al_alice-key", "al_bob-key", "al_unnamed-key"
 SECRET = "agentloop/agentloop"
-
-
-class NoArgs(BaseModel):
-    pass
-
-
-def whoami_tool(seen: list[tuple[Any, Any]]) -> Any:
-    @tool(name="whoami")
-    async def whoami(args: NoArgs, ctx: ToolContext) -> str:
-        """Say who the run is for."""
-        seen.append((ctx.extras.get(PRINCIPAL_KEY), ctx.extras.get(SANDBOX_TENANT_KEY)))
-        return "noted"
-
-    return whoami
 
 
 def call_whoami(request: RecordedRequest) -> Reply:
