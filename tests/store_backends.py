@@ -94,6 +94,23 @@ def dynamodb_store(moto: Moto, table: str, clock: Clock) -> Store:
     return open_store(f"dynamodb://{table}", clock=clock, endpoint_url=moto.endpoint)
 
 
+BACKENDS = ["sqlite", "dynamodb"]
+
+
+def backend_store(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> Store:
+    """A store on the backend a parametrized fixture names (``request.param``): SQLite in
+    ``tmp_path``, or DynamoDB in a new table on the serialized moto server (the test module
+    imports ``tests.serial_moto.serial_moto``): moto's own transactions are not atomic under
+    concurrency, DynamoDB orders conflicting ones, so the tests check the store, not moto."""
+    if request.param == "sqlite":
+        return sqlite_store(tmp_path / "store.db", clock)
+    aws_env(monkeypatch)
+    moto: Moto = request.getfixturevalue("serial_moto")
+    return dynamodb_store(moto, moto.create_table(), clock)
+
+
 class CallCounter:
     """DynamoDB API calls a store's client makes, by operation (botocore's before-call
     event: one per API call, however often botocore retried it)."""

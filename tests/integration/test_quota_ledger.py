@@ -19,13 +19,14 @@ from agentloop.quota.limits import LimitValueError
 from agentloop.store import Store
 from tests.serial_moto import serial_moto  # noqa: F401 (a fixture)
 from tests.store_backends import (
+    BACKENDS,
     START,
     CallCounter,
     Clock,
     Moto,
     aws_env,
+    backend_store,
     dynamodb_store,
-    sqlite_store,
 )
 
 ALICE = Principal.for_key("alice")
@@ -43,17 +44,11 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
+@pytest.fixture(params=BACKENDS)
 async def store(
     request: pytest.FixtureRequest, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        opened = sqlite_store(tmp_path / "store.db", clock)
-    else:
-        aws_env(monkeypatch)
-        # moto serialized: its own transactions are not atomic under concurrency
-        moto: Moto = request.getfixturevalue("serial_moto")
-        opened = dynamodb_store(moto, moto.create_table(), clock)
+    opened = backend_store(request, tmp_path, clock, monkeypatch)
     yield opened
     await opened.close()
 

@@ -39,10 +39,12 @@ from tests.sample_tools import TextArgs
 from tests.serial_moto import serial_moto  # noqa: F401 (a fixture)
 from tests.served import AUTH, TOKEN, ServedApp, make_service
 from tests.store_backends import (
+    BACKENDS,
     START,
     Clock,
     Moto,
     aws_env,
+    backend_store,
     dynamodb_store,
     free_port,
     sqlite_store,
@@ -125,15 +127,11 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
+@pytest.fixture(params=BACKENDS)
 def store(
     request: pytest.FixtureRequest, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> Store:
-    if request.param == "sqlite":
-        return sqlite_store(tmp_path / "store.db", clock)
-    aws_env(monkeypatch)
-    moto: Moto = request.getfixturevalue("serial_moto")
-    return dynamodb_store(moto, moto.create_table(), clock)
+    return backend_store(request, tmp_path, clock, monkeypatch)
 
 
 @pytest.fixture

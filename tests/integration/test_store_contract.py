@@ -21,14 +21,10 @@ from agentloop.store import (
 )
 from tests.serial_moto import serial_moto  # noqa: F401 (a fixture)
 from tests.store_backends import (
+    BACKENDS,
     Clock,
-    Moto,
-    aws_env,
-    dynamodb_store,
-    sqlite_store,
+    backend_store,
 )
-
-BACKENDS = ["sqlite", "dynamodb"]
 
 
 @pytest.fixture
@@ -43,14 +39,7 @@ async def store(
     clock: Clock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        opened = sqlite_store(tmp_path / "store.db", clock)
-    else:
-        aws_env(monkeypatch)
-        # moto serialized, as DynamoDB orders conflicting transactions (tests/serial_moto.py):
-        # the concurrency tests then check the store, not moto's missing locks.
-        moto: Moto = request.getfixturevalue("serial_moto")
-        opened = dynamodb_store(moto, moto.create_table(), clock)
+    opened = backend_store(request, tmp_path, clock, monkeypatch)
     yield opened
     await opened.close()
 
