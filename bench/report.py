@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -626,24 +627,17 @@ def signin(page: Page, fig: dict[str, Any]) -> None:
         "median of the round-by-round differences to the app without auth.",
         "",
     )
-    rows = []
-    for key in ("none", "jwt RS256", "jwt ES256"):
-        row = fig.get(key, {})
-        if not row.get("ok"):
-            rows.append([key, failed_note(row), "", ""])
-            continue
-        added = row.get("added_ms")
-        target = ""
-        if added is not None:
-            target = page.target(
-                f"sign-in: checking a JWT ({key.split()[-1]}) with its key cached adds ≤ "
-                f"{SIGNIN_TARGET_MS:g} ms per request",
-                f"{added:+.3f} ms",
-                added <= SIGNIN_TARGET_MS,
-            )
-        shown = "—" if added is None else f"{added:+.3f}"
-        rows.append(["auth off" if key == "none" else key, cell(row, "ms", 3), shown, target])
-    page.table(["", "GET /v1/models, ms", "added, ms", "target"], rows)
+    added_table(
+        page,
+        fig,
+        {"none": "auth off", "jwt RS256": "jwt RS256", "jwt ES256": "jwt ES256"},
+        ("GET /v1/models, ms", 3),
+        lambda key: (
+            f"sign-in: checking a JWT ({key.split()[-1]}) with its key cached adds ≤ "
+            f"{SIGNIN_TARGET_MS:g} ms per request"
+        ),
+        SIGNIN_TARGET_MS,
+    )
     page.add(f"The issuer's JWKS was fetched {fig.get('jwks_fetches', '?')} time(s).", "")
 
 
@@ -658,24 +652,43 @@ def limits(page: Page, fig: dict[str, Any]) -> None:
         "transaction) after. *Added* is the median of the round-by-round differences.",
         "",
     )
+    added_table(
+        page,
+        fig,
+        {"limits off": "limits off", "limits on": "limits on"},
+        ("POST /chat (one model call), ms", 2),
+        lambda _: (
+            "limits: checking and settling a caller's limits on SQLite adds ≤ "
+            f"{LIMITS_TARGET_MS:g} ms per request"
+        ),
+        LIMITS_TARGET_MS,
+    )
+
+
+def added_table(
+    page: Page,
+    fig: dict[str, Any],
+    rows_named: dict[str, str],
+    timed: tuple[str, int],
+    target_text: Callable[[str], str],
+    target_ms: float,
+) -> None:
+    """A figure of a request timed with and without a feature: each row's time, what the
+    feature added (``added_ms``, median of round-by-round differences) and its target."""
+    column, digits = timed
     rows = []
-    for key in ("limits off", "limits on"):
+    for key, name in rows_named.items():
         row = fig.get(key, {})
         if not row.get("ok"):
-            rows.append([key, failed_note(row), "", ""])
+            rows.append([name, failed_note(row), "", ""])
             continue
         added = row.get("added_ms")
         target = ""
         if added is not None:
-            target = page.target(
-                f"limits: checking and settling a caller's limits on SQLite adds ≤ "
-                f"{LIMITS_TARGET_MS:g} ms per request",
-                f"{added:+.3f} ms",
-                added <= LIMITS_TARGET_MS,
-            )
+            target = page.target(target_text(key), f"{added:+.3f} ms", added <= target_ms)
         shown = "—" if added is None else f"{added:+.3f}"
-        rows.append([key, cell(row, "ms", 2), shown, target])
-    page.table(["", "POST /chat (one model call), ms", "added, ms", "target"], rows)
+        rows.append([name, cell(row, "ms", digits), shown, target])
+    page.table(["", column, "added, ms", "target"], rows)
 
 
 def markdown(results: dict[str, Any]) -> str:

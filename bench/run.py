@@ -573,17 +573,23 @@ def fig_loop(server: str) -> dict[str, Any]:
     return rows
 
 
-def fig_signin(server: str) -> dict[str, Any]:
-    """What checking a JWT (its keys cached) adds to a request (``bench/signin.py``)."""
-    from bench import signin
+def started_app(server: str) -> Callable[[dict[str, str]], App]:
+    """What a figure of two apps calls to start one with more environment, ready."""
 
     def start(env: dict[str, str]) -> App:
         app = App(server, env=env)
         app.wait_ready()
         return app
 
+    return start
+
+
+def fig_signin(server: str) -> dict[str, Any]:
+    """What checking a JWT (its keys cached) adds to a request (``bench/signin.py``)."""
+    from bench import signin
+
     try:
-        rows: dict[str, Any] = signin.measure(start, say)
+        rows: dict[str, Any] = signin.measure(started_app(server), say)
     except Exception as exc:  # a figure that cannot run is a row that says why
         return {"jwt RS256": {"ok": False, "why": str(exc)[:300]}}
     return rows
@@ -593,13 +599,9 @@ def fig_limits(server: str) -> dict[str, Any]:
     """What a caller's limits add to a request on the embedded store (``bench/limits.py``)."""
     from bench import limits
 
-    def start(env: dict[str, str]) -> App:
-        app = App(server, env=env)
-        app.wait_ready()
-        return app
-
+    ping = tasks.expected_answer("ping")
     try:
-        rows: dict[str, Any] = limits.measure(start, chat, tasks.expected_answer("ping"), say)
+        rows: dict[str, Any] = limits.measure(started_app(server), chat, ping, say)
     except Exception as exc:  # a figure that cannot run is a row that says why
         return {"limits on": {"ok": False, "why": str(exc)[:300]}}
     return rows
