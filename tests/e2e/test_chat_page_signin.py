@@ -125,7 +125,7 @@ def test_sign_in_ask_and_sign_out(
     local = " ".join(storage(page, "localStorage").values())
     assert not TOKEN_SHAPE.search(local), local
 
-    take_screenshots(page)
+    take_screenshots(page, "signed-in")
 
     page.get_by_role("button", name="Sign out").click()
     page.get_by_role("button", name=re.compile("sign me out", re.I)).click()
@@ -143,14 +143,15 @@ def test_sign_in_ask_and_sign_out(
         "Sign in (or check the bearer token in Settings)."
     )
     assert len(llm.requests) == asked
+    take_screenshots(page, "signed-out-refused")
 
 
-def take_screenshots(page: Page) -> None:
-    """The signed-in page with its answer, at the layout shots' sizes."""
+def take_screenshots(page: Page, name: str) -> None:
+    """The page as it is, at the layout shots' sizes."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     for label, (width, height) in SIZES.items():
         page.set_viewport_size({"width": width, "height": height})
-        page.screenshot(path=str(SHOTS / f"signed-in-{label}.png"))
+        page.screenshot(path=str(SHOTS / f"{name}-{label}.png"))
     page.set_viewport_size({"width": 1000, "height": 800})
 
 
