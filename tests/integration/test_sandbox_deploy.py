@@ -200,7 +200,16 @@ def test_iam_callers_are_tenants_by_arn_and_the_adapter_s_context_wins(
 
 
 @pytest.mark.parametrize(
-    "header", ["[" * 10_000, "not json", '{"authorizer": {"iam": {"userArn": 7}}}', '"\\ud800"']
+    "header",
+    [
+        "[" * 10_000,
+        "not json",
+        '{"authorizer": {"iam": {"userArn": 7}}}',
+        '"\\ud800"',
+        # no IAM ARN is this long, or holds a line break (it would forge a log line)
+        '{"authorizer": {"iam": {"userArn": "arn:aws:iam::1:user/' + "a" * 3_000 + '"}}}',
+        '{"authorizer": {"iam": {"userArn": "arn:aws:iam::1:user/a\\nINFO forged"}}}',
+    ],
 )
 def test_a_hostile_request_context_is_an_unknown_iam_caller(
     llm: ScriptedLLM, per_tenant_api: FakeLambda, header: str
