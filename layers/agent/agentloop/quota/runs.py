@@ -21,6 +21,7 @@ from agentloop.events import Done, Event, UsageReport
 from agentloop.http_api import HttpError
 from agentloop.limits import Deadline
 from agentloop.model_calls import MIN_OUTPUT_TOKENS
+from agentloop.models import RunProgress
 from agentloop.plan import RunPlan
 from agentloop.pricing import Pricer
 from agentloop.principal import Principal
@@ -76,15 +77,23 @@ class Held:
 
 
 async def reserve_run(
-    quota: Quota | None, who: Principal, plan: RunPlan, config: AgentConfig, deadline: Deadline
+    quota: Quota | None,
+    who: Principal,
+    plan: RunPlan,
+    config: AgentConfig,
+    deadline: Deadline,
+    progress: RunProgress | None = None,
 ) -> tuple[RunPlan, Held | None]:
     """The plan clamped to what ``who`` may still spend, and its reservation (None: no
     limits). HttpError: 429 over a limit, 422 for an unpriced model under a dollar limit,
-    503 when the store cannot be reached (the request never runs unchecked)."""
+    503 when the store cannot be reached (the request never runs unchecked).
+
+    ``progress``: what the run carries in from outside its plan (a research job continued
+    from its checkpoint: ``ChatContext.progress``); a continuation's own is in the plan."""
     if quota is None:
         return plan, None
     pricer = Pricer(dict(config.prices))
-    carried = _carried(plan, pricer)
+    carried = _carried(plan, pricer, progress)
     want = _want(plan, pricer, carried, deadline)
     try:
         reservation = await quota.admit(who, want)
@@ -99,8 +108,8 @@ async def reserve_run(
     return _clamped(plan, reservation, carried), Held(quota, reservation, carried)
 
 
-def _carried(plan: RunPlan, pricer: Pricer) -> Carried:
-    progress = plan.resumption.progress if plan.resumption else None
+def _carried(plan: RunPlan, pricer: Pricer, progress: RunProgress | None) -> Carried:
+    progress = plan.resumption.progress if plan.resumption else progress
     if progress is None:
         return Carried()
     usd = 0.0

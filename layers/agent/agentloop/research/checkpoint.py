@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -41,7 +42,16 @@ from agentloop.events import (
     TurnStart,
     UsageReport,
 )
-from agentloop.models import AssistantMessage, FunctionCall, Message, ToolCall, ToolMessage, Usage
+from agentloop.models import (
+    MAX_TOOL_CALLS,
+    AssistantMessage,
+    FunctionCall,
+    Message,
+    ToolCall,
+    ToolLimits,
+    ToolMessage,
+    Usage,
+)
 from agentloop.research.jobs import JobMessage
 from agentloop.research.store import ResultStore, VersionConflict
 
@@ -76,6 +86,16 @@ class JobState(BaseModel):
     invocations: int = Field(default=0, ge=0, description="Invocations that worked on the job.")
     outcome: dict[str, Any] | None = Field(
         default=None, description="A finished job's outcome, returned to any later delivery."
+    )
+    owner: str | None = Field(
+        default=None,
+        description="The principal id the job is charged to, fixed by its first invocation "
+        "(later ones charge the same owner, whatever the deployment's default became).",
+    )
+    tool_calls: ToolLimits = Field(
+        default_factory=dict,
+        description="Calls of each limited tool started so far, every depth and invocation "
+        "included (``tool_limits`` hold for the whole job).",
     )
 
     @classmethod
@@ -186,3 +206,17 @@ class RoundRecorder:
 def wire_events(events: list[Event]) -> list[dict[str, Any]]:
     """Events as sent on the wire (what ``transcript.json`` holds)."""
     return [json.loads(event.model_dump_json()) for event in events]
+
+
+def tool_call_counts(
+    events: list[Event], limited: Collection[str], before: Mapping[str, int]
+) -> dict[str, int]:
+    """``before`` plus the calls of each ``limited`` tool the events started, every depth
+    included: what the next invocation's ``tool_limits`` go on from. A call started but
+    refused (bad arguments, or past its limit) counts too: a job never gets more calls than
+    its limits allow, at worst one fewer per refused call."""
+    counts = {name: count for name, count in before.items() if name in limited}
+    for event in events:
+        if isinstance(event, ToolCallStart) and event.name in limited:
+            counts[event.name] = min(MAX_TOOL_CALLS, counts.get(event.name, 0) + 1)
+    return counts

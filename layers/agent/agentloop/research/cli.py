@@ -27,11 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.limits import Deadline
 from agentloop.model_calls import MIN_TURN_S
+from agentloop.research.admission import charging_from_env
 from agentloop.research.jobs import (
     JobMessage,
     JobsInputError,
@@ -45,6 +46,12 @@ from agentloop.research.report import dollars
 from agentloop.research.runner import JobOutcome, JobRunner
 from agentloop.research.store import LocalResultStore, ResultStore, store_from_env
 from agentloop.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from agentloop.quota import Quota
+
+Charging = tuple[str, "Quota | None"]
+"""The owner of jobs that name none, and the per-principal limits (None: none)."""
 
 DEFAULT_CONCURRENCY = 4
 
@@ -243,13 +250,15 @@ def main(
     # The table reports each job's failure; log lines would only repeat it between bars.
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "ERROR"), stream=err)
     try:
-        config, tools, parsed = _prepare(args, tools)
+        config, tools, parsed, charging = _prepare(args, tools)
     except _UsageError as exc:
         print(f"error: {exc}", file=err)
         return 2
     for rejection in parsed.rejections:
         print(f"rejected: {rejection}", file=err)
-    outcomes = _run_locally(parsed.jobs, args, config=config, tools=tools, err=err)
+    outcomes = _run_locally(
+        parsed.jobs, args, config=config, tools=tools, charging=charging, err=err
+    )
     out.write("\n" + summary_table(outcomes, parsed.rejections))
     ok = all(o.status != "failed" for o in outcomes) and not parsed.rejections
     return 0 if ok else 1
@@ -262,14 +271,16 @@ class _UsageError(ValueError):
 
 def _prepare(
     args: argparse.Namespace, tools: ToolRegistry | None
-) -> tuple[AgentConfig, ToolRegistry, ParsedJobs]:
+) -> tuple[AgentConfig, ToolRegistry, ParsedJobs, Charging]:
     """The configuration, the tools and the jobs read and checked, each job against the
-    worker's plan, so that a job the worker would refuse is rejected before any runs."""
+    worker's plan, so that a job the worker would refuse is rejected before any runs; and
+    whom jobs are charged to under which limits (the worker's ``charging_from_env``)."""
     _check_options(args)
     if tools is None:
         tools = _default_tools()
     try:
         config = AgentConfig.from_env()
+        charging = charging_from_env(os.environ)
         text = _read(args.jobs)
         parsed = parse_jobs_text(
             text, name=args.jobs, known_tools=tools.names, check=plan_check(config, tools)
@@ -277,7 +288,7 @@ def _prepare(
     except (OSError, JobsInputError, ConfigurationError) as exc:
         raise _UsageError(str(exc)) from None
     _check_invocation_timeout(args.invocation_timeout, config)
-    return config, tools, parsed
+    return config, tools, parsed, charging
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -312,6 +323,7 @@ def _run_locally(
     *,
     config: AgentConfig,
     tools: ToolRegistry,
+    charging: Charging,
     err: TextIO,
 ) -> list[JobOutcome]:
     """The jobs as one local execution (one id, one scheduled time), through the worker's
@@ -320,11 +332,16 @@ def _run_locally(
     execution_id = args.execution_id or f"local-{now.strftime('%Y%m%dT%H%M%SZ')}"
     messages = [JobMessage(job=job, execution_id=execution_id, scheduled_time=now) for job in jobs]
     store: ResultStore = LocalResultStore(args.output) if args.output else store_from_env()
-    runner = JobRunner(store=store, config=config, tools=tools)
+    owner, quota = charging
+    runner = JobRunner(store=store, config=config, tools=tools, quota=quota, owner=owner)
     bar = ProgressBar(len(messages), err)
-    return asyncio.run(
-        _run_with_bar(messages, runner, args.concurrency, bar, args.invocation_timeout)
-    )
+    try:
+        return asyncio.run(
+            _run_with_bar(messages, runner, args.concurrency, bar, args.invocation_timeout)
+        )
+    finally:
+        if quota is not None:
+            asyncio.run(quota.store.close())
 
 
 async def _run_with_bar(

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from agentloop.models import ChatRequest, Message, UserMessage
+from agentloop.research.owner import check_owner
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -120,6 +121,11 @@ class JobSpec(_Strict):
         max_length=32,
         description="Tool names; the deployment's default tools when left out, none when [].",
     )
+    owner: str | None = Field(
+        default=None,
+        description="The principal id the job is charged to under per-principal limits, e.g. "
+        "'key:nightly' (see research/owner.py); the deployment's research owner when left out.",
+    )
     limits: JobLimits = Field(default_factory=JobLimits)
     output: JobOutput = Field(default_factory=JobOutput)
 
@@ -143,6 +149,11 @@ class JobSpec(_Strict):
         except ConfigurationError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    @field_validator("owner")
+    @classmethod
+    def _principal_id(cls, value: str | None) -> str | None:
+        return None if value is None else check_owner(value)
 
     @field_validator("tools")
     @classmethod

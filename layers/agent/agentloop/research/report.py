@@ -25,7 +25,7 @@ from agentloop.sources import collect
 REPORT_MAX_SOURCES = 500
 """A report lists more than a ``done`` carries: it is a file, read later, not a stream event."""
 
-INCOMPLETE_STOPS = frozenset({"max_iterations", "budget", "deadline", "cancelled"})
+INCOMPLETE_STOPS = frozenset({"max_iterations", "budget", "quota", "deadline", "cancelled"})
 """Stop reasons after which the run answered, but before the model had finished its work."""
 
 
@@ -143,6 +143,13 @@ class RunFacts:
                 "stopped at its token budget",
                 f"The run used up its token budget{budget} (`limits.token_budget`) before "
                 "the model had finished.",
+            )
+        elif done.stop_reason == "quota":
+            owner = self.message.job.owner or "the deployment's research owner"
+            what = (
+                "stopped at its owner's allowance",
+                f"The allowance of the principal the job is charged to ({owner}) under the "
+                "deployment's per-principal limits ran out before the model had finished.",
             )
         elif done.stop_reason == "deadline":
             spent = f"{self.seconds:.1f} s"

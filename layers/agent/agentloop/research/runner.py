@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig
@@ -39,13 +39,18 @@ from agentloop.events import EVENT_ADAPTER, Done, Event
 from agentloop.limits import Deadline, LambdaContextLike
 from agentloop.llm.base import ChatModel
 from agentloop.llm.registry import get_model
+from agentloop.logs import PRINCIPAL_ID
 from agentloop.models import ChatRequest, RunProgress
+from agentloop.plan import RunPlan
+from agentloop.principal import PRINCIPAL_KEY
+from agentloop.research.admission import NotAdmitted, admit
 from agentloop.research.checkpoint import (
     Checkpoints,
     JobState,
     RoundRecorder,
     StaleCheckpoint,
     checkpoint_key,
+    tool_call_counts,
     wire_events,
 )
 from agentloop.research.jobs import (
@@ -54,6 +59,7 @@ from agentloop.research.jobs import (
     JobMessage,
     job_request,
 )
+from agentloop.research.owner import DEFAULT_OWNER, owner_principal
 from agentloop.research.report import (
     RunFacts,
     failure_json,
@@ -64,6 +70,10 @@ from agentloop.research.report import (
 from agentloop.research.store import ResultStore
 from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
 from agentloop.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from agentloop.quota import Quota
+    from agentloop.quota.runs import Held
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +132,11 @@ class JobRunner:
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     model_factory: Callable[[str], ChatModel] = get_model
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    quota: Quota | None = None
+    """Per-principal limits (``AGENTLOOP_LIMITS``): each invocation reserves against its job's
+    owner's allowance and settles when its run ends; None: no limits."""
+    owner: str = DEFAULT_OWNER
+    """The owner of jobs whose spec names none (``AGENTLOOP_RESEARCH_OWNER``)."""
 
     def __post_init__(self) -> None:
         self.checkpoints = Checkpoints(self.store)
@@ -152,6 +167,8 @@ class JobRunner:
             return ruled
         if state is None:
             state = JobState.begin(message, started_at)
+        if state.owner is None:  # fixed by the job's first invocation: later ones keep it
+            state.owner = message.job.owner or self.owner
         invocation = _Invocation(self, message, state, version, attempt, start)
         return await invocation.run(deadline)
 
@@ -313,6 +330,8 @@ class _Invocation:
         self.events: list[Event] = []
         self.base_seconds = state.seconds
         self.base_messages = list(state.messages)
+        self.base_tool_calls = dict(state.tool_calls)
+        self.plan: RunPlan | None = None
         state.invocations += 1  # this one, counted in every write it makes
 
     @property
@@ -327,9 +346,13 @@ class _Invocation:
         request = job_request(job, self.state.messages)
         context = self._context(run_deadline, last)
         recorder = RoundRecorder(self.state.iterations, self.state.usage_by_depth)
+        try:
+            self.plan, held = await admit(self.runner, self._owner, request, context)
+        except NotAdmitted as exc:
+            return self.runner._fail(self._facts(), str(exc))
         crash: str | None = None
         try:
-            await self._stream(request, context, recorder)
+            await self._stream(request, context, recorder, held)
         except StaleCheckpoint as exc:
             logger.warning("research job %s: another delivery took it over: %s", job.id, exc)
             return self.runner._state_outcome(self.message, self.state, "skipped")
@@ -338,32 +361,50 @@ class _Invocation:
             crash = f"internal error: {type(exc).__name__}: {exc}"
         return await self._end(recorder, crash)
 
+    @property
+    def _owner(self) -> str:
+        return self.state.owner or self.message.job.owner or self.runner.owner
+
     def _context(self, deadline: Deadline, last: bool) -> ChatContext:
-        """The run's context: the progress of earlier invocations carried over, and told to
-        suspend at the deadline unless this invocation is the job's last."""
+        """The run's context: the progress of earlier invocations carried over (tool call
+        counts too), its owner, and told to suspend at the deadline unless this invocation is
+        the job's last."""
         job, state = self.message.job, self.state
         progress = None
-        if state.iterations or state.usage_by_depth:
+        if state.iterations or state.usage_by_depth or state.tool_calls:
             progress = RunProgress(
-                iterations=state.iterations, usage_by_depth=list(state.usage_by_depth)
+                iterations=state.iterations,
+                usage_by_depth=list(state.usage_by_depth),
+                tool_calls=dict(state.tool_calls),
             )
+        who = owner_principal(self._owner)
+        PRINCIPAL_ID.set(who.id)  # on the job's log lines, as on a chat request's
         return ChatContext(
             setup=self.runner._setup,
             deadline=deadline,
             request_id=f"{job.id}:{self.message.execution_id}",
             # execute_code's sandbox tenant: each job its own (job ids fit Lambda's TenantId),
             # so code run for one job never shares an execution environment with another's.
-            extras={SANDBOX_TENANT_KEY: f"research:{job.id}"},
+            extras={SANDBOX_TENANT_KEY: f"research:{job.id}", PRINCIPAL_KEY: who},
             progress=progress,
             suspend_at_deadline=not last,
             can_ask=False,  # nobody can approve a batch job's call: such tools are not offered
         )
 
     async def _stream(
-        self, request: ChatRequest, context: ChatContext, recorder: RoundRecorder
+        self,
+        request: ChatRequest,
+        context: ChatContext,
+        recorder: RoundRecorder,
+        held: Held | None,
     ) -> None:
-        """Run the chat, keeping its events and writing a checkpoint after each round."""
-        stream = handle_chat(request, context)
+        """Run the chat, keeping its events and writing a checkpoint after each round; under
+        limits the owner's reservation is settled at the run's ``done`` (``quota.runs``)."""
+        stream = handle_chat(request, context, self.plan)
+        if held is not None:
+            from agentloop.quota.runs import settling
+
+            stream = settling(stream, held)
         try:
             async for event in stream:
                 self.events.append(event)
@@ -432,6 +473,7 @@ class _Invocation:
         state.iterations = recorder.iterations
         state.usage_by_depth = list(recorder.usage_by_depth)
         state.events = [*self.earlier_wire, *wire_events(self.events[:-1])]
+        state.tool_calls = self._tool_calls()
         state.seconds = self.base_seconds + self.elapsed
         await self._write()
 
@@ -445,6 +487,7 @@ class _Invocation:
             state.iterations = recorder.iterations
             state.usage_by_depth = list(recorder.usage_by_depth)
             state.events = [*self.earlier_wire, *wire_events(self.events)]
+            state.tool_calls = self._tool_calls()
             state.seconds = self.base_seconds + self.elapsed
             await self._write()
         except Exception:
@@ -460,6 +503,7 @@ class _Invocation:
         state.iterations = done.iterations
         state.usage_by_depth = list(done.usage_by_depth)
         state.events = [*self.earlier_wire, *wire_events(self.events)]
+        state.tool_calls = self._tool_calls()
         state.seconds = self.base_seconds + self.elapsed
         state.segment = self.message.segment + 1
         try:
@@ -471,6 +515,11 @@ class _Invocation:
         return self.runner._outcome(
             facts, "suspended", location, files=[], next_segment=state.segment
         )
+
+    def _tool_calls(self) -> dict[str, int]:
+        """The limited tools' calls so far, for the next invocation to go on from."""
+        limited = self.plan.tool_limits if self.plan is not None else {}
+        return tool_call_counts(self.events, limited, self.base_tool_calls)
 
     async def _save_finished(self, outcome: JobOutcome) -> None:
         """A finished job's checkpoint keeps only its outcome: later deliveries get that."""
@@ -486,6 +535,7 @@ class _Invocation:
             seconds=outcome.seconds,
             invocations=self.state.invocations,
             outcome=outcome.as_dict(),
+            owner=self.state.owner,
         )
         try:
             self.version = await asyncio.to_thread(

@@ -27,6 +27,7 @@ from typing import Any
 
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.limits import Deadline, LambdaContextLike
+from agentloop.research.admission import charging_from_env
 from agentloop.research.jobs import JobMessage
 from agentloop.research.planner import QUEUE_URL_ENV, MessageSender, sender_from_env
 from agentloop.research.runner import JobFailed, JobOutcome, JobRunner, JobTimeShare
@@ -99,8 +100,13 @@ class ResearchWorker:
             from agentloop.defaults import default_registry
 
             tools = default_registry()
+        owner, quota = charging_from_env(env)
         runner = JobRunner(
-            store=store or store_from_env(env), config=AgentConfig.from_env(env), tools=tools
+            store=store or store_from_env(env),
+            config=AgentConfig.from_env(env),
+            tools=tools,
+            quota=quota,
+            owner=owner,
         )
         table = env.get(IDEMPOTENCY_TABLE_ENV, "").strip()
         persistence = None
