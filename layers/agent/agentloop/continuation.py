@@ -22,6 +22,7 @@ process makes its own, and its tokens die with it.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -50,7 +51,6 @@ TOKEN_TTL_S = 24 * 3600.0
 MAX_TOKEN_BYTES = 4_000_000
 """A token's decompressed size limit (checked after its signature)."""
 
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 _PREFIX = "al1."
 
 
@@ -195,7 +195,7 @@ def resume(request: ChatRequest, signer: Signer) -> Resumption:
     if len(messages) < n or conversation_hash(messages[:n]) != continuation.prefix_hash:
         raise ContinuationError("resume: the conversation is not the one this token was issued for")
     try:
-        tail = _MESSAGES.validate_python(continuation.tail)
+        tail = _messages().validate_python(continuation.tail)
     except ValidationError as exc:  # signed, so ours: a bug
         raise ContinuationError("resume: the token could not be read") from exc
     calls = {c.id for m in tail if isinstance(m, AssistantMessage) for c in m.tool_calls or ()}
@@ -210,6 +210,12 @@ def resume(request: ChatRequest, signer: Signer) -> Resumption:
         denied=denied,
         client_results=client_results,
     )
+
+
+@functools.cache
+def _messages() -> TypeAdapter[list[Message]]:
+    """The tail's validator, built at the first continuation (not on every run's import)."""
+    return TypeAdapter(list[Message])
 
 
 def _client_results(

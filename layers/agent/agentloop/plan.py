@@ -13,15 +13,17 @@ when the model is built, as a run's ``configuration`` error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentloop.config import AgentConfig, ConfigurationError
 from agentloop.continuation import ContinuationError, Resumption, Signer, resume
 from agentloop.llm.registry import model_allowed, parse_model_spec
 from agentloop.models import ChatRequest, ClientTool, Sampling
-from agentloop.output_format import OutputFormat, OutputFormatError
 from agentloop.pricing import Pricer
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
+
+if TYPE_CHECKING:
+    from agentloop.output_format import OutputFormat
 
 PlanParam = Literal[
     "model",
@@ -161,7 +163,12 @@ def _planned_tools(
 
 
 def _planned_output(request: ChatRequest) -> OutputFormat | None:
-    """The final answer's required shape, from ``response_format``."""
+    """The final answer's required shape, from ``response_format`` (its module is loaded only
+    for a run that asks for one)."""
+    if request.response_format is None or request.response_format.type == "text":
+        return None
+    from agentloop.output_format import OutputFormat, OutputFormatError
+
     try:
         return OutputFormat.of(request.response_format)
     except OutputFormatError as exc:

@@ -10,19 +10,21 @@ tool results it gathered. What a client shows as the answer has its own keeper
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloop.config import AgentConfig
 from agentloop.context import CompactionSettings, ViewCache
 from agentloop.limits import CancelToken, Deadline, TokenBudget
 from agentloop.llm.base import ChatModel
 from agentloop.models import Message, Sampling, SystemMessage, ToolCall, to_wire
-from agentloop.output_format import OutputFormat
 from agentloop.pausing import Pausing
 from agentloop.pricing import Pricer
 from agentloop.sources import SourceCollector
 from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from agentloop.output_format import OutputFormat
 
 
 @dataclass(frozen=True)
