@@ -41,17 +41,21 @@ FACES = {
     "/ag-ui": "agentloop.faces.ag_ui.face",
 }
 """Each protocol's route and the module of its face (``server.faces.face_route``)."""
+THREAD_METHODS = ["GET", "PATCH", "DELETE"]
 
 
 def routes() -> list[BaseRoute]:
     """The route table: the faces, the lists, the page (``server.routes``)."""
     face, pages = "agentloop.server.faces:face_route", "agentloop.server.routes"
+    threads = "agentloop.server.threads"
     return [
         Route("/healthz", Deferred(f"{pages}:healthz"), methods=["GET"]),
         *(Route(path, Deferred(face, module), methods=["POST"]) for path, module in FACES.items()),
         Route("/mcp", Deferred("agentloop.server.mcp_route:McpRoute"), methods=["POST"]),
         Route("/v1/models", Deferred(f"{pages}:list_models"), methods=["GET"]),
         Route("/v1/usage", Deferred("agentloop.server.usage:usage"), methods=["GET"]),
+        Route("/threads", Deferred(f"{threads}:list_threads"), methods=["GET"]),
+        Route("/threads/{thread_id}", Deferred(f"{threads}:thread"), methods=THREAD_METHODS),
         Route("/tools", Deferred(f"{pages}:list_tools"), methods=["GET"]),
         Route("/auth/config", Deferred("agentloop.server.signin:auth_config"), methods=["GET"]),
         Route("/", Deferred(f"{pages}:Page", STATIC_DIR / "index.html"), methods=["GET"]),
