@@ -220,6 +220,7 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
             token_budget=budget.limit,
             budget_remaining=budget.root.remaining,
             max_cost_usd=budget.cost_limit,
+            thread_id=request.thread_id if context.depth == 0 else None,
         )
     )
     setup = RunSetup(

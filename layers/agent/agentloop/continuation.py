@@ -22,7 +22,6 @@ process makes its own, and its tokens die with it.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import hmac
 import json
@@ -34,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from agentloop.models import (
     AssistantMessage,
@@ -43,6 +42,7 @@ from agentloop.models import (
     PendingCall,
     RunProgress,
     ToolMessage,
+    messages_from_wire,
     to_wire,
 )
 
@@ -195,7 +195,7 @@ def resume(request: ChatRequest, signer: Signer) -> Resumption:
     if len(messages) < n or conversation_hash(messages[:n]) != continuation.prefix_hash:
         raise ContinuationError("resume: the conversation is not the one this token was issued for")
     try:
-        tail = _messages().validate_python(continuation.tail)
+        tail = messages_from_wire(continuation.tail)
     except ValidationError as exc:  # signed, so ours: a bug
         raise ContinuationError("resume: the token could not be read") from exc
     calls = {c.id for m in tail if isinstance(m, AssistantMessage) for c in m.tool_calls or ()}
@@ -210,12 +210,6 @@ def resume(request: ChatRequest, signer: Signer) -> Resumption:
         denied=denied,
         client_results=client_results,
     )
-
-
-@functools.cache
-def _messages() -> TypeAdapter[list[Message]]:
-    """The tail's validator, built at the first continuation (not on every run's import)."""
-    return TypeAdapter(list[Message])
 
 
 def _client_results(

@@ -34,6 +34,11 @@ class RunStart(_Event):
     max_cost_usd: float | None = Field(
         default=None, description="The request's dollar budget; null: none."
     )
+    thread_id: str | None = Field(
+        default=None,
+        description="The thread the run goes on with (a new one's id when the request asked "
+        "for one); null: none, the run keeps nothing.",
+    )
 
 
 class TurnStart(_Event):

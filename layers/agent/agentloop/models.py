@@ -7,9 +7,11 @@ same history goes to every provider without conversion.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 StopReason = Literal[
     "completed",
@@ -102,6 +104,18 @@ Message = Annotated[
 def to_wire(messages: list[Message]) -> list[dict[str, Any]]:
     """The provider-facing form: OpenAI chat-completions messages, nulls dropped."""
     return [m.model_dump(exclude_none=True) for m in messages]
+
+
+def messages_from_wire(data: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """Messages from their wire form as the server kept it (a thread, a continuation's tail);
+    pydantic's ValidationError if they are not."""
+    return _message_list().validate_python(data)
+
+
+@functools.cache
+def _message_list() -> TypeAdapter[list[Message]]:
+    """Built at first use: a run that reads no kept messages never builds it."""
+    return TypeAdapter(list[Message])
 
 
 class Usage(_Strict):
@@ -254,6 +268,16 @@ class RunProgress(_Strict):
     """Calls of each limited tool run so far, every depth included (``tool_limits``)."""
 
 
+NEW_THREAD = "new"
+"""The ``thread_id`` that asks for a new thread."""
+ThreadId = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9_-]{1,128}$",
+        description=f"A thread's id, or {NEW_THREAD!r} for a new thread.",
+    ),
+]
+
 RUN_OPTIONS = (
     "tools",
     "approval_tools",
@@ -261,6 +285,7 @@ RUN_OPTIONS = (
     "token_budget",
     "max_cost_usd",
     "tool_limits",
+    "thread_id",
 )
 """The agent's own options, which every face carries in its protocol's extension slot."""
 
@@ -324,6 +349,12 @@ class ChatRequest(_Strict):
         return tools
 
     approvals: list[Approval] | None = Field(default=None, max_length=64)
+    thread_id: ThreadId | None = Field(
+        default=None,
+        description="A thread of the caller's to go on with: its messages come before these "
+        "(send only the new ones) and the run's are added to it when the run ends, even if "
+        f"the client left. {NEW_THREAD!r} starts a thread; run_start names it.",
+    )
     resume: str | None = Field(
         default=None,
         max_length=500_000,

@@ -14,7 +14,15 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from agentloop.models import Dollars, Iterations, Tokens, ToolLimits, ToolNames, run_options
+from agentloop.models import (
+    Dollars,
+    Iterations,
+    ThreadId,
+    Tokens,
+    ToolLimits,
+    ToolNames,
+    run_options,
+)
 from agentloop.plan import PlanParam
 
 
@@ -31,6 +39,8 @@ class AgentOptions(BaseModel):
     tool_limits: ToolLimits | None = None
     """The most calls of each named tool the run may make, sub-agents included (lowers the
     server's ``AGENTLOOP_TOOL_LIMITS``, never raises them; 0: the tool is not offered)."""
+    thread_id: ThreadId | None = None
+    """A thread of the caller's to go on with (``"new"``: start one); see ``ChatRequest``."""
 
     def chat_fields(self) -> dict[str, Any]:
         """These options as ``ChatRequest`` fields (``models.run_options``)."""

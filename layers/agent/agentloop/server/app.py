@@ -62,7 +62,7 @@ def middleware(
             Middleware(
                 CORSMiddleware,
                 allow_origins=list(origins),
-                allow_methods=["GET", "POST"],
+                allow_methods=["GET", "POST", "PATCH", "DELETE"],
                 # mcp-protocol-version: browser MCP clients on another origin (POST /mcp)
                 allow_headers=["authorization", "content-type", "mcp-protocol-version"],
                 expose_headers=exposed_headers(),  # the caller's limits, and when to retry

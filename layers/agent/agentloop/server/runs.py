@@ -38,6 +38,7 @@ from agentloop.sse import heartbeat
 
 if TYPE_CHECKING:
     from agentloop.quota.runs import Held
+    from agentloop.threads.runs import ThreadRun
 
 
 @dataclass
@@ -95,6 +96,9 @@ async def start_run(
     call (429 over a limit, 503 if the store is down), and settled when its events end."""
     info = invocation_info(request.headers)
     context = _context(service, info, who)
+    on_thread = None
+    if chat_request.thread_id is not None:  # 404, 409 (busy) or 503 before anything is spent
+        chat_request, on_thread = await _open_thread(request, who, chat_request, info)
     try:  # a continuation is checked with the caller's signer (ChatContext.signer)
         plan = plan_request(
             chat_request, service.config, service.tools, context.signer, can_ask=can_ask
@@ -102,19 +106,41 @@ async def start_run(
         held = None
         if service.quota is not None:
             plan, held = await _reserve(service, who, plan, info)
-    except HttpError as exc:
-        if params is not None and exc.param is not None:
+    except BaseException as exc:
+        if on_thread is not None:
+            await on_thread.release()
+        if isinstance(exc, HttpError) and params is not None and exc.param is not None:
             exc.param = params.get(exc.param, exc.param)
         raise
     REQUEST_ID.set(info.request_id)
     # Again here: a face may start the run in another task than the one that authenticated.
     PRINCIPAL_ID.set(who.id)
     events = handle_chat(chat_request, context, plan)
+    if on_thread is not None:  # saved before the quota's settling sees done
+        from agentloop.threads.runs import saving
+
+        events = saving(events, on_thread)
     if held is not None:
         from agentloop.quota.runs import settling
 
         events = settling(events, held)
     return StartedRun(plan, context, info, observed(events, service, info), held)
+
+
+async def _open_thread(
+    request: Request, who: Principal, chat_request: ChatRequest, info: InvocationInfo
+) -> tuple[ChatRequest, ThreadRun]:
+    """The request with its thread's messages first, and the run's claim on the thread."""
+    from agentloop.server.threads import thread_http_error, thread_store
+    from agentloop.store import StoreError
+    from agentloop.threads import ThreadError
+    from agentloop.threads.runs import open_thread
+
+    threads = thread_store(request)
+    try:
+        return await open_thread(threads, who.id, chat_request, info.deadline.remaining())
+    except (ThreadError, StoreError) as exc:
+        raise thread_http_error(exc) from exc
 
 
 async def _reserve(

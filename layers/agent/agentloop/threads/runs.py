@@ -1,0 +1,110 @@
+"""A run on a thread: the thread is claimed for the run (one run at a time), its messages go
+before the request's new ones, and when the run ends (its ``done``, which a run whose client
+left still reaches: the tool round in progress finishes first) the new messages and the run's
+are appended in one write, keyed by the run so a retried append is not written twice.
+
+The server (``server/runs.py``) opens the thread before the run is planned and wraps the
+run's events in :func:`saving`; the loop knows nothing of threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentloop.events import Done, Event, Notice
+from agentloop.models import NEW_THREAD, ChatRequest, messages_from_wire, to_wire
+from agentloop.store import StoreError, StoreUnavailable
+from agentloop.threads.errors import ThreadError
+from agentloop.threads.store import ThreadStore
+
+logger = logging.getLogger(__name__)
+
+LEASE_MARGIN_S = 60.0
+"""A claim outlasts the run's deadline by this much (then a dead process's claim lapses)."""
+LONGEST_RUN_S = 900.0
+"""A run without a deadline (locally) holds its thread this long at most: Lambda's limit."""
+
+
+@dataclass(frozen=True)
+class ThreadRun:
+    """One run's hold on its thread and what it will append there."""
+
+    threads: ThreadStore
+    owner: str
+    thread_id: str
+    run_key: str
+    sent: list[dict[str, Any]]
+    """The request's new messages (wire form): saved with the run's, never before them."""
+
+    async def save(self, done: Done) -> None:
+        """Append the new messages and the run's (``done.messages``), once."""
+        added = [*self.sent, *to_wire(done.messages)]
+        await self.threads.append(self.owner, self.thread_id, added, key=self.run_key)
+
+    async def release(self) -> None:
+        """Give the thread back (a claim that cannot be given back lapses with its lease)."""
+        with contextlib.suppress(StoreError, ThreadError):
+            await self.threads.release(self.owner, self.thread_id, self.run_key)
+
+
+async def open_thread(
+    threads: ThreadStore, owner: str, request: ChatRequest, run_for_s: float
+) -> tuple[ChatRequest, ThreadRun]:
+    """Claim ``request``'s thread for ``run_for_s`` (plus a margin) and put its messages
+    before the request's. ThreadNotFound unless ``owner`` has it, ThreadBusy while another
+    run holds it; ``"new"`` makes the thread first."""
+    assert request.thread_id is not None
+    thread_id = request.thread_id
+    if thread_id == NEW_THREAD:
+        thread_id = (await threads.create(owner)).id
+    run_key = "run_" + secrets.token_urlsafe(12)
+    lease_s = min(run_for_s, LONGEST_RUN_S) + LEASE_MARGIN_S
+    await threads.claim(owner, thread_id, run_key, lease_s)
+    held = ThreadRun(threads, owner, thread_id, run_key, to_wire(request.messages))
+    try:
+        thread = await threads.load(owner, thread_id)
+        history = messages_from_wire(thread.messages)
+    except ValidationError as exc:  # written by us: the store gave back something else
+        await held.release()
+        raise StoreUnavailable("the thread could not be read", str(exc)[:300]) from exc
+    except BaseException:
+        await held.release()
+        raise
+    messages = [*history, *request.messages]
+    return request.model_copy(update={"messages": messages, "thread_id": thread_id}), held
+
+
+async def saving(events: AsyncIterator[Event], held: ThreadRun) -> AsyncIterator[Event]:
+    """``events``, with the run's messages saved to its thread before its ``done`` is passed
+    on (a client that sees ``done`` can read the thread with them). If they cannot be saved,
+    a ``notice`` says so before ``done``; the claim is given back when the events end."""
+    try:
+        async for event in events:
+            if isinstance(event, Done) and event.depth == 0:
+                notice = await _saved(held, event)
+                if notice is not None:
+                    yield notice
+            yield event
+    finally:
+        await held.release()
+
+
+async def _saved(held: ThreadRun, done: Done) -> Notice | None:
+    try:
+        await held.save(done)
+    except (StoreError, ThreadError) as exc:
+        logger.error("a run's messages could not be saved to its thread: %s", exc)
+        return Notice(
+            code="thread_not_saved",
+            message="This answer could not be saved to the conversation; it is shown but "
+            "will not be there next time.",
+            run_id=done.run_id,
+        )
+    return None
