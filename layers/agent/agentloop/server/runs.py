@@ -85,12 +85,15 @@ async def start_run(
     params: Mapping[str, str] | None = None,
     *,
     can_ask: bool = True,
+    client_thread_ids: bool = False,
 ) -> StartedRun:
     """Plan ``chat_request`` (422) and start its run; every face runs the agent this way.
 
     ``params`` names the request fields a plan refusal is about (``model``, ``tools``,
     ``response_format``) where the face's protocol carries them. A face that cannot ask a
     person for approval says so (``can_ask``): it is not offered the tools that need one.
+    A face whose clients make their conversations' ids says so (``client_thread_ids``): a
+    ``thread_id`` the caller has no thread of yet starts one (``threads.runs.open_thread``).
 
     With limits (``service.quota``) the run's maximum is reserved here, before any model
     call (429 over a limit, 503 if the store is down), and settled when its events end."""
@@ -98,7 +101,9 @@ async def start_run(
     context = _context(service, info, who)
     on_thread = None
     if chat_request.thread_id is not None:  # 404, 409 (busy) or 503 before anything is spent
-        chat_request, on_thread = await _open_thread(request, who, chat_request, info)
+        chat_request, on_thread = await _open_thread(
+            request, who, chat_request, info, client_thread_ids
+        )
     try:  # a continuation is checked with the caller's signer (ChatContext.signer)
         plan = plan_request(
             chat_request, service.config, service.tools, context.signer, can_ask=can_ask
@@ -128,7 +133,11 @@ async def start_run(
 
 
 async def _open_thread(
-    request: Request, who: Principal, chat_request: ChatRequest, info: InvocationInfo
+    request: Request,
+    who: Principal,
+    chat_request: ChatRequest,
+    info: InvocationInfo,
+    client_ids: bool,
 ) -> tuple[ChatRequest, ThreadRun]:
     """The request with its thread's messages first, and the run's claim on the thread."""
     from agentloop.server.threads import thread_http_error, thread_store
@@ -138,7 +147,8 @@ async def _open_thread(
 
     threads = thread_store(request)
     try:
-        return await open_thread(threads, who.id, chat_request, info.deadline.remaining())
+        remaining = info.deadline.remaining()
+        return await open_thread(threads, who.id, chat_request, remaining, client_ids=client_ids)
     except (ThreadError, StoreError) as exc:
         raise thread_http_error(exc) from exc
 

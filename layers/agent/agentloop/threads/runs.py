@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from agentloop.events import Done, Event, Notice
 from agentloop.models import NEW_THREAD, ChatRequest, messages_from_wire, to_wire
 from agentloop.store import StoreError, StoreUnavailable
-from agentloop.threads.errors import ThreadError
+from agentloop.threads.errors import ThreadError, ThreadExists, ThreadNotFound
 from agentloop.threads.store import ThreadStore
 
 logger = logging.getLogger(__name__)
@@ -55,15 +55,24 @@ class ThreadRun:
 
 
 async def open_thread(
-    threads: ThreadStore, owner: str, request: ChatRequest, run_for_s: float
+    threads: ThreadStore,
+    owner: str,
+    request: ChatRequest,
+    run_for_s: float,
+    *,
+    client_ids: bool = False,
 ) -> tuple[ChatRequest, ThreadRun]:
     """Claim ``request``'s thread for ``run_for_s`` (plus a margin) and put its messages
     before the request's. ThreadNotFound unless ``owner`` has it, ThreadBusy while another
-    run holds it; ``"new"`` makes the thread first."""
+    run holds it; ``"new"`` makes the thread first. With ``client_ids`` (a protocol whose
+    client makes its conversations' ids: the AI SDK's chat id, AG-UI's threadId) an id the
+    owner does not have yet starts a thread of that id, in the owner's own namespace."""
     assert request.thread_id is not None
     thread_id = request.thread_id
     if thread_id == NEW_THREAD:
         thread_id = (await threads.create(owner)).id
+    elif client_ids:
+        await _adopt(threads, owner, thread_id)
     run_key = "run_" + secrets.token_urlsafe(12)
     lease_s = min(run_for_s, LONGEST_RUN_S) + LEASE_MARGIN_S
     await threads.claim(owner, thread_id, run_key, lease_s)
@@ -79,6 +88,16 @@ async def open_thread(
         raise
     messages = [*history, *request.messages]
     return request.model_copy(update={"messages": messages, "thread_id": thread_id}), held
+
+
+async def _adopt(threads: ThreadStore, owner: str, thread_id: str) -> None:
+    """Make the owner's thread ``thread_id`` unless it has one (two first requests may race:
+    one makes it, the other finds it made)."""
+    try:
+        await threads.get(owner, thread_id)
+    except ThreadNotFound:
+        with contextlib.suppress(ThreadExists):
+            await threads.create(owner, thread_id=thread_id)
 
 
 async def saving(events: AsyncIterator[Event], held: ThreadRun) -> AsyncIterator[Event]:
