@@ -6,6 +6,11 @@ directory), one without limits. A one-call ``POST /chat`` (the ping task) is tim
 round, taking turns; each request admits its run (one store query, one transaction) before
 the model call and settles it (one transaction) after. *Added* is the median of the
 round-by-round differences to the app without limits.
+
+Then the store calls a request makes on DynamoDB (``bench/store_calls.py``): the app on a table
+of moto's server, its calls counted at a loopback proxy in front of moto, in one ordered log
+with the model's requests, so each is known to come before the first model call or after the
+last.
 """
 
 from __future__ import annotations
@@ -63,4 +68,25 @@ def measure(
     pairs = zip(samples["limits on"], samples["limits off"], strict=True)
     rows["limits on"]["added_ms"] = statistics.median(a - b for a, b in pairs)
     say(f"  limits   added {rows['limits on']['added_ms']:.3f} ms per /chat request (SQLite)")
+    rows["dynamodb calls"] = _dynamodb_calls(start_app, chat, say)
     return rows
+
+
+def _dynamodb_calls(
+    start_app: Callable[[dict[str, str]], Any],
+    chat: Callable[[int, str, str], tuple[str, float]],
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """The store-call row (one that cannot be counted says why; the timing rows stand)."""
+    from bench import store_calls
+
+    try:
+        row: dict[str, Any] = store_calls.count(start_app, chat, LIMITS)
+    except Exception as exc:
+        say(f"  limits   DynamoDB store calls FAILED: {exc}")
+        return {"ok": False, "why": str(exc)[:300]}
+    say(
+        f"  limits   DynamoDB store calls per request: at most {row['before']['max']} before "
+        f"the model call, {row['after']['max']} after ({row['requests']} requests)"
+    )
+    return row

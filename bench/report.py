@@ -12,6 +12,8 @@ from bench.contenders import CONTENDERS, PEERS
 
 SIGNIN_TARGET_MS = 1.0
 LIMITS_TARGET_MS = 2.0
+STORE_CALLS_BEFORE = 2
+STORE_CALLS_AFTER = 1
 LOOP_TARGET = 1.03
 PER_CALL_TARGET_MS = 0.2
 IMPORT_TARGET = 1.15
@@ -663,6 +665,40 @@ def limits(page: Page, fig: dict[str, Any]) -> None:
         ),
         LIMITS_TARGET_MS,
     )
+    store_calls(page, fig.get("dynamodb calls"))
+
+
+def store_calls(page: Page, row: dict[str, Any] | None) -> None:
+    """The limits figure's DynamoDB part: store calls per request around its model call."""
+    if row is None:
+        return
+    page.add(
+        "",
+        "On DynamoDB (`bench/store_calls.py`): the app with the same limits on a table of moto's "
+        "server, each DynamoDB call counted at a loopback proxy in front of it, in one ordered "
+        f"log with the model's requests; {row.get('requests', '?')} requests of one model call.",
+        "",
+    )
+    if not row.get("ok"):
+        page.table(["", "store calls per request", "target"], [["DynamoDB", failed_note(row), ""]])
+        return
+    rows = []
+    for part, name, target in (
+        ("before", "before the first model call", STORE_CALLS_BEFORE),
+        ("between", "between model calls", None),
+        ("after", "after the last model call", STORE_CALLS_AFTER),
+    ):
+        counted = row[part]
+        ops = ", ".join(f"{op} {n:g}" for op, n in counted.get("operations", {}).items())
+        verdict_cell = ""
+        if target is not None:
+            verdict_cell = page.target(
+                f"limits: at most {target} DynamoDB call(s) {name} per request",
+                f"{counted['max']}",
+                counted["max"] <= target,
+            )
+        rows.append([name, f"{counted['max']} (median {counted['median']:g})", ops, verdict_cell])
+    page.table(["", "store calls, max (median)", "operations, mean", "target"], rows)
 
 
 def added_table(
