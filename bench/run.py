@@ -56,6 +56,7 @@ FIGURES = (
     "tracing",
     "signin",
     "limits",
+    "threads",
 )
 
 RUNS = {"loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
@@ -607,6 +608,18 @@ def fig_limits(server: str) -> dict[str, Any]:
     return rows
 
 
+def fig_threads(server: str) -> dict[str, Any]:
+    """What a run on a 50-message thread adds on the embedded store (``bench/threads.py``)."""
+    from bench import threads
+    from bench.contenders import post_chat
+
+    try:
+        rows: dict[str, Any] = threads.measure(started_app(server), post_chat, say)
+    except Exception as exc:  # a figure that cannot run is a row that says why
+        return {"on a thread": {"ok": False, "why": str(exc)[:300]}}
+    return rows
+
+
 def fig_stream(server: str) -> dict[str, Any]:
     app = App(server)
     try:
@@ -897,6 +910,7 @@ def main() -> int:
                 "tracing": lambda: fig_tracing(server),
                 "signin": lambda: fig_signin(server),
                 "limits": lambda: fig_limits(server),
+                "threads": lambda: fig_threads(server),
             }
             for name in chosen:
                 say(f"[{name}]")
