@@ -19,7 +19,7 @@ from agentloop.store import Store
 from agentloop.threads import ThreadStore
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import parse_sse
-from tests.sample_tools import gate_tool, sleeper
+from tests.sample_tools import echo, gate_tool, sleeper
 from tests.served import AUTH, TOKEN, ServedApp, make_service
 from tests.store_backends import Clock, sqlite_store
 
@@ -34,7 +34,7 @@ class Served(ServedApp):
     """The app answering two tokens (two principals), its threads on ``store``."""
 
     def __init__(self, store: Store, clock: Clock, gate: threading.Event | None = None) -> None:
-        tools = [sleeper([]), *([gate_tool(gate)] if gate is not None else [])]
+        tools = [sleeper([]), echo, *([gate_tool(gate)] if gate is not None else [])]
         service = make_service(tools)
         hashes = [hash_token(TOKEN), hash_token(OTHER)]
         service.authenticate = api_keys(BearerAuth(lambda: hashes))
@@ -140,6 +140,22 @@ def test_stop_mid_round_keeps_the_round_and_continue_sends_its_results(
     calls = [c for m in sent if m["role"] == "assistant" for c in m.get("tool_calls") or ()]
     assert [c["id"] for c in calls] == [results[0]["tool_call_id"]]
     assert sent[-1] == {"role": "user", "content": "continue"}
+
+
+def test_a_paused_run_leaves_the_thread_a_conversation_a_provider_takes(
+    served: Served, llm: ScriptedLLM
+) -> None:
+    llm.script(Reply(tool_calls=[call("echo", text="rm -rf")]))
+    paused = ask(served, "new", "Clean up", tools=["echo"], approval_tools=["echo"])
+    thread_id = paused[0]["thread_id"]
+    assert paused[-1]["stop_reason"] == "approval_required"
+    kept = served.get(f"/threads/{thread_id}").json()["messages"]
+    assert kept == [{"role": "user", "content": "Clean up"}], "not the turn whose call waits"
+
+    llm.script(Reply(text="Never mind then."))
+    assert ask(served, thread_id, "Forget it")[-1]["text"] == "Never mind then."
+    sent = [(m["role"], m.get("content")) for m in llm.requests[-1].messages[1:]]
+    assert sent == [("user", "Clean up"), ("user", "Forget it")]
 
 
 def test_another_principals_thread_is_a_404_on_chat(served: Served, llm: ScriptedLLM) -> None:

@@ -19,7 +19,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentloop.events import Done, Event, Notice
-from agentloop.models import NEW_THREAD, ChatRequest, messages_from_wire, to_wire
+from agentloop.models import (
+    NEW_THREAD,
+    AssistantMessage,
+    ChatRequest,
+    Message,
+    messages_from_wire,
+    to_wire,
+)
 from agentloop.store import StoreError, StoreUnavailable
 from agentloop.threads.errors import ThreadError, ThreadExists, ThreadNotFound
 from agentloop.threads.store import ThreadStore
@@ -44,14 +51,26 @@ class ThreadRun:
     """The request's new messages (wire form): saved with the run's, never before them."""
 
     async def save(self, done: Done) -> None:
-        """Append the new messages and the run's (``done.messages``), once."""
-        added = [*self.sent, *to_wire(done.messages)]
+        """Append the new messages and the run's (``done.messages``), once; a paused run's
+        without its paused turn, whose calls wait (the thread stays a conversation every
+        provider takes; the paused run goes on by its token, see ``continuation.py``)."""
+        kept = _before_paused_turn(done.messages) if done.pending else done.messages
+        added = [*self.sent, *to_wire(kept)]
         await self.threads.append(self.owner, self.thread_id, added, key=self.run_key)
 
     async def release(self) -> None:
         """Give the thread back (a claim that cannot be given back lapses with its lease)."""
         with contextlib.suppress(StoreError, ThreadError):
             await self.threads.release(self.owner, self.thread_id, self.run_key)
+
+
+def _before_paused_turn(messages: list[Message]) -> list[Message]:
+    """``messages`` up to the last assistant message with calls (the paused turn)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            return messages[:index]
+    return messages
 
 
 async def open_thread(
