@@ -12,6 +12,8 @@ from bench.contenders import CONTENDERS, PEERS
 
 SIGNIN_TARGET_MS = 1.0
 LIMITS_TARGET_MS = 2.0
+THREADS_TARGET_MS = 5.0
+"""Issue 27: loading a 50-message thread and saving a run, on SQLite."""
 STORE_CALLS_BEFORE = 2
 STORE_CALLS_AFTER = 1
 LOOP_TARGET = 1.03
@@ -668,6 +670,31 @@ def limits(page: Page, fig: dict[str, Any]) -> None:
     store_calls(page, fig.get("dynamodb calls"))
 
 
+def threads(page: Page, fig: dict[str, Any]) -> None:
+    page.add(
+        "## Threads: what a run on a thread adds to a request",
+        "",
+        "One chat app under uvicorn on the embedded store (SQLite). Each round, two one-call "
+        "`POST /chat` requests taking turns: on a thread of 50 messages (a fresh one each round, "
+        "seeded beforehand) with only the new question sent, and stateless with the same 50 "
+        "messages and the question sent by the client. The model is sent the same conversation "
+        "both ways, so *added* (the median of the round-by-round differences) is the thread's "
+        "work: claiming it, loading its messages, appending the run's and giving it back.",
+        "",
+    )
+    added_table(
+        page,
+        fig,
+        {"stateless": "stateless (the client sends the 50 messages)", "on a thread": "on a thread"},
+        ("POST /chat (one model call), ms", 2),
+        lambda _: (
+            f"threads: loading a 50-message thread and saving a run on SQLite adds ≤ "
+            f"{THREADS_TARGET_MS:g} ms per request"
+        ),
+        THREADS_TARGET_MS,
+    )
+
+
 def store_calls(page: Page, row: dict[str, Any] | None) -> None:
     """The limits figure's DynamoDB part: store calls per request around its model call."""
     if row is None:
@@ -743,6 +770,7 @@ def markdown(results: dict[str, Any]) -> str:
         "tracing": tracing,
         "signin": signin,
         "limits": limits,
+        "threads": threads,
     }
     for name, render in sections.items():
         if name in figures:
