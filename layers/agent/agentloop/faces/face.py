@@ -55,6 +55,11 @@ class Face(Generic[R]):
     def streams(self, request: R) -> bool:
         return True
 
+    def client_thread_ids(self, request: R) -> bool:
+        """True: ``request``'s thread id was made by the client (the AI SDK's chat id, AG-UI's
+        threadId), so an id the caller has no thread of yet starts one (``start_run``)."""
+        return False
+
     def frames(self, request: R, run: FaceRun) -> AsyncIterator[bytes]:
         raise NotImplementedError
 

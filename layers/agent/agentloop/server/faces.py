@@ -46,7 +46,16 @@ async def serve(face: Face[Any], request: Request) -> Response:
     body = validate_model(face.request_model, raw)
     chat_request = face.to_chat_request(body)
     params = face.plan_params(body)
-    run = await start_run(request, service, who, chat_request, params, can_ask=face.can_ask)
+    client_ids = face.client_thread_ids(body)
+    run = await start_run(
+        request,
+        service,
+        who,
+        chat_request,
+        params,
+        can_ask=face.can_ask,
+        client_thread_ids=client_ids,
+    )
     seen = FaceRun(
         run.events, run.info.request_id, run.plan.model, run.context.cancel, chat_request.approvals
     )

@@ -17,6 +17,9 @@ class UIStreamFace(Face[UIChatRequest]):
     def to_chat_request(self, request: UIChatRequest) -> ChatRequest:
         return request.to_chat_request()
 
+    def client_thread_ids(self, request: UIChatRequest) -> bool:
+        return request.on_thread
+
     def plan_params(self, request: UIChatRequest) -> Mapping[str, str]:
         return request.plan_params()
 
