@@ -11,6 +11,7 @@ import httpx
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.server.identity import api_keys
 from agentloop.threads import ThreadStore
+from agentloop.tools.base import Tool
 from tests.fakes.scripted_llm import RecordedRequest
 from tests.served import TOKEN, ServedApp, make_service
 from tests.store_backends import Clock, sqlite_store
@@ -22,8 +23,8 @@ OTHER = "al_other-token-456"
 class ThreadedApp(ServedApp):
     """The app answering ``TOKEN`` and ``OTHER``, its threads on SQLite under ``tmp``."""
 
-    def __init__(self, tmp: Path, name: str) -> None:
-        service = make_service([])
+    def __init__(self, tmp: Path, name: str, tools: list[Tool] | None = None) -> None:
+        service = make_service(tools or [])
         hashes = [hash_token(TOKEN), hash_token(OTHER)]
         service.authenticate = api_keys(BearerAuth(lambda: hashes))
         super().__init__(service, name=name)

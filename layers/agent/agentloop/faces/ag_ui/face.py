@@ -16,6 +16,9 @@ class AgUiFace(Face[RunAgentInput]):
     def to_chat_request(self, request: RunAgentInput) -> ChatRequest:
         return request.to_chat_request()
 
+    def client_thread_ids(self, request: RunAgentInput) -> bool:
+        return request.on_thread
+
     def plan_params(self, request: RunAgentInput) -> Mapping[str, str]:
         return request.plan_params()
 

@@ -16,7 +16,7 @@ from agentloop.faces.ag_ui.messages import (
 )
 from agentloop.faces.options import AskingAgentOptions, option_params
 from agentloop.http_api import HttpError, first_problem
-from agentloop.models import Approval, ChatRequest
+from agentloop.models import NEW_THREAD, Approval, ChatRequest, Message
 
 
 class AgUiOptions(AskingAgentOptions):
@@ -78,7 +78,15 @@ class RunAgentInput(Loose):
             why = why if why.startswith("messages") else f"messages: {why}"
             raise HttpError(422, "invalid_request", why, param="messages") from exc
 
+    @property
+    def on_thread(self) -> bool:
+        """The run goes on on the caller's thread ``threadId`` (made by its first such run):
+        opted in with ``forwardedProps.agentloop.thread_id`` set to ``threadId``."""
+        return self.forwardedProps.agentloop.thread_id is not None
+
     def _chat_request(self) -> ChatRequest:
+        if self.on_thread:
+            return self._threaded()
         messages = [
             to_message(message, index)
             for index, message in enumerate(self.messages)
@@ -104,6 +112,25 @@ class RunAgentInput(Loose):
             resume=token,
         )
 
+    def _threaded(self) -> ChatRequest:
+        """The run's new messages on the thread ``threadId``, whose stored messages (the
+        server's, authoritative) go before them: the new ones are those after the last
+        assistant or tool message the client sends back (see :func:`new_turn`)."""
+        options = self.forwardedProps.agentloop
+        if options.thread_id != self.threadId or self.threadId == NEW_THREAD:
+            raise _refuse(
+                "forwardedProps.agentloop.thread_id",
+                "the thread is the run's threadId: set thread_id to threadId (not 'new') to "
+                "keep the conversation on the server",
+            )
+        if self.resume:
+            raise _refuse("resume", "answering interrupts on a thread is not supported yet")
+        if self.context:
+            raise _refuse("context", "context is not kept on a thread: run without thread_id")
+        return ChatRequest(
+            messages=new_turn(self.messages), model=options.model, **options.chat_fields()
+        )
+
     def plan_params(self) -> dict[str, str]:
         """Where AG-UI carries what a plan may refuse (``start_run``'s params)."""
         return PLAN_PARAMS
@@ -124,6 +151,23 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "required": ["approved"],
 }
 """An approval interrupt's ``responseSchema``: what ``resume[].payload`` holds."""
+
+
+def new_turn(messages: list[AgUiMessage]) -> list[Message]:
+    """The messages a run on a thread adds: those after the last assistant or tool message.
+    The client (``HttpAgent``) sends back the whole conversation; what it got from earlier
+    runs is on the thread already, the user's turn since is new (422 if it has no user
+    message). A sub-agent's messages are left out, as without a thread."""
+    own = [(i, m) for i, m in enumerate(messages) if m.subagentRunId is None]
+    answered = [i for i, (_, m) in enumerate(own) if m.role in ("assistant", "tool")]
+    turn = own[answered[-1] + 1 :] if answered else own
+    if not any(m.role == "user" for _, m in turn):
+        raise _refuse(
+            "messages",
+            "on a thread the run's new messages are those after the last assistant or tool "
+            "message, and they hold no user message",
+        )
+    return [to_message(message, index) for index, message in turn]
 
 
 def _answers(entries: list[ResumeEntry]) -> tuple[list[Approval], str | None]:
