@@ -142,6 +142,57 @@ def test_stop_mid_round_keeps_the_round_and_continue_sends_its_results(
     assert sent[-1] == {"role": "user", "content": "continue"}
 
 
+def test_each_finished_round_is_kept_before_the_run_ends(
+    tmp_path: Path, clock: Clock, llm: ScriptedLLM
+) -> None:
+    """A process that dies mid-run loses at most its round in progress: while the third
+    round waits, the thread already holds the question and the first two rounds."""
+    gate = threading.Event()
+    with Served(sqlite_store(tmp_path / "store.db", clock), clock, gate) as served:
+        llm.script(Reply(text="ready"))
+        thread_id = ask(served, "new", "start")[0]["thread_id"]
+        llm.script(
+            Reply(tool_calls=[call("sleep", label="one", seconds=0)]),
+            Reply(tool_calls=[call("sleep", label="two", seconds=0)]),
+            Reply(tool_calls=[call("gate", name="three")]),
+            Reply(text="all three"),
+        )
+        body = {
+            "model": "groq:m",
+            "messages": [{"role": "user", "content": "three rounds"}],
+            "thread_id": thread_id,
+            "tools": ["sleep", "gate"],
+        }
+        with (
+            httpx.Client(timeout=10) as http,
+            http.stream("POST", f"{served.url}/chat", json=body, headers=AUTH) as response,
+        ):
+            lines = response.iter_lines()
+            starts = 0
+            for line in lines:
+                starts += line == "event: tool_call_start"
+                if starts == 3:
+                    break
+            kept = served.get(f"/threads/{thread_id}").json()["messages"]
+            gate.set()
+            rest = "\n".join(lines)
+        assert "all three" in rest
+        assert [m["role"] for m in kept] == [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+        ]
+        assert kept[2]["content"] == "three rounds"
+        final = served.get(f"/threads/{thread_id}").json()["messages"]
+        assert final[: len(kept)] == kept, "nothing saved twice or out of order"
+        assert [m["role"] for m in final[len(kept) :]] == ["assistant", "tool", "assistant"]
+        assert final[-1]["content"] == "all three"
+
+
 def test_a_paused_run_leaves_the_thread_a_conversation_a_provider_takes(
     served: Served, llm: ScriptedLLM
 ) -> None:

@@ -43,7 +43,7 @@ from agentloop.pausing import Pausing
 from agentloop.plan import PlanError, RunPlan, check_model_allowed, clamped_limits, plan_run
 from agentloop.pricing import Pricer
 from agentloop.principal import PRINCIPAL_KEY, Principal
-from agentloop.run import RunLimits, RunSetup
+from agentloop.run import RoundSink, RunLimits, RunSetup
 from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry
 
@@ -90,6 +90,8 @@ class ChatContext:
     can_ask: bool = True
     """False where no person can approve a call (batch jobs): tools that need approval are
     not offered (see :func:`agentloop.plan.plan_run`)."""
+    on_round: RoundSink | None = None
+    """A top-level run's messages so far, after each finished tool round (``RunSetup``)."""
 
     @property
     def config(self) -> AgentConfig:
@@ -240,6 +242,7 @@ def _prepare(plan: RunPlan, request: ChatRequest, context: ChatContext, emit: Em
             signer=context.signer,
             suspend_at_deadline=context.suspend_at_deadline,
         ),
+        on_round=context.on_round if context.depth == 0 else None,
         iterations_before=progress.iterations if progress else 0,
     )
     return AgentLoop(setup, emit)

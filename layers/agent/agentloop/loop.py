@@ -401,6 +401,8 @@ class AgentLoop:
         refusals = {call_id: self._executor.refuse(why) for call_id, why in round_.refused.items()}
         await self._run_calls(round_.runnable, refusals, [c.name for c in calls])
         if not round_.waiting:
+            if self.setup.on_round is not None:
+                await self.setup.on_round(list(self.state.added))
             return None
         for request in round_.approval_requests():
             self.emit(request)

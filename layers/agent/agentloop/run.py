@@ -9,6 +9,7 @@ tool results it gathered. What a client shows as the answer has its own keeper
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,8 @@ from agentloop.pricing import Pricer
 from agentloop.sources import SourceCollector
 from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry
+
+RoundSink = Callable[[list[Message]], Awaitable[None]]
 
 if TYPE_CHECKING:
     from agentloop.output_format import OutputFormat
@@ -59,6 +62,9 @@ class RunSetup:
     """The answer's required shape: told to the model, checked before the run ends."""
     pausing: Pausing = field(default_factory=Pausing)
     """Which calls wait for the client, and the paused run this one continues."""
+    on_round: RoundSink | None = None
+    """Told the messages the run has added so far after each finished tool round (a thread
+    keeps them as they come, so a process that dies loses at most the round in progress)."""
     iterations_before: int = 0
     """Turns taken before this invocation (a continued run, a research job's next part): the
     run's count goes on from there, against the same ``max_iterations``."""

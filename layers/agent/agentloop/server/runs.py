@@ -104,6 +104,7 @@ async def start_run(
         chat_request, on_thread = await _open_thread(
             request, who, chat_request, info, client_thread_ids
         )
+        context.on_round = on_thread.save_round
     try:  # a continuation is checked with the caller's signer (ChatContext.signer)
         plan = plan_request(
             chat_request, service.config, service.tools, context.signer, can_ask=can_ask

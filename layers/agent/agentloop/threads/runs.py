@@ -39,24 +39,44 @@ LONGEST_RUN_S = 900.0
 """A run without a deadline (locally) holds its thread this long at most: Lambda's limit."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class ThreadRun:
-    """One run's hold on its thread and what it will append there."""
+    """One run's hold on its thread and what it has appended there so far."""
 
     threads: ThreadStore
     owner: str
     thread_id: str
     run_key: str
     sent: list[dict[str, Any]]
-    """The request's new messages (wire form): saved with the run's, never before them."""
+    """The request's new messages (wire form): saved with the run's first, never alone."""
+    saved: int = 0
+    """How many of the run's messages are in the thread already (appended round by round)."""
+    rounds: int = 0
+
+    async def save_round(self, added: list[Message]) -> None:
+        """After a tool round: append what the run added since the last append (a process
+        that dies now loses nothing before this round). A failure is left to the end's
+        append, which writes whatever is still unsaved."""
+        try:
+            await self._append(added, f"{self.run_key}.{self.rounds}")
+            self.rounds += 1
+        except (StoreError, ThreadError) as exc:
+            logger.warning("a round could not be saved to its thread (the end will try): %s", exc)
 
     async def save(self, done: Done) -> None:
-        """Append the new messages and the run's (``done.messages``), once; a paused run's
+        """Append the rest of the run's messages (``done.messages``), once; a paused run's
         without its paused turn, whose calls wait (the thread stays a conversation every
         provider takes; the paused run goes on by its token, see ``continuation.py``)."""
         kept = _before_paused_turn(done.messages) if done.pending else done.messages
-        added = [*self.sent, *to_wire(kept)]
-        await self.threads.append(self.owner, self.thread_id, added, key=self.run_key)
+        await self._append(kept, f"{self.run_key}.end")
+
+    async def _append(self, messages: list[Message], key: str) -> None:
+        added = [*self.sent, *to_wire(messages[self.saved :])]
+        if not added:
+            return
+        await self.threads.append(self.owner, self.thread_id, added, key=key)
+        self.saved = len(messages)
+        self.sent = []
 
     async def release(self) -> None:
         """Give the thread back (a claim that cannot be given back lapses with its lease)."""
