@@ -37,6 +37,10 @@ left open is closed before the run's last event. The history sent back drops mes
 Agent options travel in ``forwardedProps.agentloop`` (model, tools, approval_tools,
 max_iterations, token_budget); ``context`` entries become one system message.
 
+Threads (opt-in): ``forwardedProps.agentloop.thread_id`` set to ``threadId`` runs on the
+caller's thread of that id (made by its first run). The thread is authoritative: of the whole
+list the client sends, the new messages are those after its last assistant or tool message.
+
 Tool approval is AG-UI's interrupt / resume. A run paused on calls that need a person's
 approval finishes with ``outcome: {type: "interrupt", interrupts}``, one per call: ``id`` and
 ``toolCallId`` = the call's id, ``reason`` "tool_call", a ``message``, a ``responseSchema``

@@ -9,6 +9,11 @@ message with ``tool_calls`` and the tool results, one assistant message per step
 ``output-denied`` part's result is the denial the model read); reasoning, source, step-start
 and data parts are display-only and skipped; file parts are refused.
 
+Threads: a body with the chat ``id`` and only its new ``message`` (singular, as the AI SDK's
+persistence guide's ``prepareSendMessagesRequest`` makes it) runs on the caller's thread ``id``
+(made by its first such request); the server keeps the chat. A body with ``messages`` is
+stateless, its ``id`` unread.
+
 Tool approval (the SDK's own approval parts): a call that needs a person's approval is sent
 as ``tool-input-available`` + ``tool-approval-request`` {approvalId = toolCallId}; the run
 pauses, its ``finish`` saying ``tool-calls`` with ``messageMetadata.resume`` (the signed token,
