@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, Playwright, sync_playwright
@@ -99,6 +100,13 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
         context.close()
     if script_errors:
         pytest.fail(f"uncaught errors in the page: {script_errors}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _threads_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's conversations (the page keeps every chat in a thread) in its own SQLite
+    store, not in the working directory's default one."""
+    monkeypatch.setenv("AGENTLOOP_STORE", f"sqlite:///{tmp_path / 'store.db'}")
 
 
 ServeChat = Callable[..., ServedApp]

@@ -5,6 +5,8 @@
 //   markdown.js, inline.js   markdown to DOM nodes (blocks, then the text inside them)
 //   sse.js                   the SSE parser over a fetch() body
 //   chat.js                  the conversation: requests, runs, pauses for approval
+//   conversations.js, threads.js, thread-list.js, saved.js   the conversations the server
+//                            keeps: the list, the open one in the address, a saved one shown
 //   reply.js                 one answer: events into transcripts, cards and its summary line
 //   transcript.js, cards.js, terminal.js, sources.js   what a reply is made of
 //   settings.js, settings-panel.js                     the settings and their panel
@@ -15,17 +17,19 @@
 
 import { AccountView } from "./account.js";
 import { Chat } from "./chat.js";
+import { Conversations } from "./conversations.js";
 import { SettingsPanel } from "./settings-panel.js";
 import { SignIn } from "./signin.js";
 import { ChatView } from "./view.js";
 
 // Sign-in, where the server offers it: the header shows who is signed in, and the lists the
-// settings offer are asked for again with their token.
-function startSignIn(panel) {
+// settings offer (and the saved conversations: onSession) are asked for again with its token.
+function startSignIn(panel, onSession) {
   let account = null;
   const signin = new SignIn(() => {
     account.render();
     if (signin.session) panel.loadLists({ ...panel.read(), token: signin.bearer() });
+    onSession();
   });
   account = new AccountView(signin);
   signin.start(panel.read().endpoint);
@@ -35,7 +39,10 @@ function startSignIn(panel) {
 function start() {
   const view = new ChatView();
   const panel = new SettingsPanel();
-  const chat = new Chat(view, panel, startSignIn(panel));
+  let conversations = null;
+  const chat = new Chat(view, panel, startSignIn(panel, () => conversations?.load()));
+  conversations = new Conversations(chat, view);
+  watchConnection(panel, () => conversations.load());
   const pickExample = (text) => {
     if (!chat.pause) view.offer(text);
   };
@@ -57,11 +64,20 @@ function start() {
   view.stopButton.addEventListener("click", () => chat.stop());
   document.getElementById("new-chat").addEventListener("click", () => {
     chat.reset();
+    conversations.forget();
     view.clear(pickExample);
     view.setStatus("Ready.");
     view.prompt.focus();
   });
+  conversations.load();
   return chat;
+}
+
+// Another endpoint or token: another server or caller, whose conversations the list shows.
+function watchConnection(panel, reload) {
+  for (const name of ["endpoint", "token"]) {
+    panel.form.elements[name].addEventListener("change", reload);
+  }
 }
 
 // A module runs once the document is parsed. The page's state, for tests to read (history,

@@ -1,8 +1,12 @@
 // The conversation's state and its runs: POST /chat, stream the events into a reply, and
 // carry on from done.messages; a run paused for approvals waits here for the cards' decisions.
-// A paused run lives in this page only: a reload loses it (the server keeps nothing).
+// A conversation is kept on the server as a thread: the first message sends thread_id "new"
+// and adopts the id run_start names; later ones send only the new message with that id (the
+// server puts the thread's messages before it). Where the server keeps no threads, the page
+// sends the whole conversation each time, as it did before threads (this.local).
+// A paused run lives in this page only: a reload loses it.
 
-import { dollars, number, plural } from "./dom.js";
+import { dollars, el, number, plural } from "./dom.js";
 import { describeFailure, expectEventStream } from "./errors.js";
 import { stopReason } from "./labels.js";
 import { Reply } from "./reply.js";
@@ -48,6 +52,11 @@ export class Chat {
     // started }.
     this.pause = null;
     this.notices = new Set(); // notices said once per conversation (a model with no price)
+    this.thread = null; // the server's thread of this conversation (null: none yet)
+    this.local = false; // this conversation is kept in this page only (no thread)
+    this.threadsAvailable = true; // the server keeps threads (the list's last load says)
+    this.onThread = () => {}; // (id or null) the conversation's thread changed
+    this.onRunEnd = () => {}; // a run ended (the list shows its thread's new time)
   }
 
   // The server offers sign-in: a refusal for want of a token asks for it first.
@@ -81,6 +90,25 @@ export class Chat {
     this.pause = null;
     this.updateComposer();
     this.notices.clear();
+    const had = this.thread;
+    this.thread = null;
+    this.local = false;
+    if (had) this.onThread(null);
+  }
+
+  // A saved conversation (GET /threads/{id}) goes on from here.
+  openSaved(id, messages) {
+    this.reset();
+    this.thread = id;
+    this.history = messages;
+    this.onThread(id);
+  }
+
+  // run_start named the thread this run is kept in: the conversation goes on there.
+  adopt(id, started) {
+    if (started !== this.generation || this.local || this.thread === id) return;
+    this.thread = id;
+    this.onThread(id);
   }
 
   async send(text) {
@@ -90,8 +118,12 @@ export class Chat {
       this.view.restore(text);
       return;
     }
-    const messages = [...this.history, { role: "user", content: text }];
-    const request = newRequest(await this.chosen(), messages, limits);
+    const user = { role: "user", content: text };
+    const messages = [...this.history, user];
+    if (!this.thread && !this.history.length) this.local = !this.threadsAvailable;
+    const request = newRequest(await this.chosen(), this.local ? messages : [user], limits);
+    if (!this.local) request.body.thread_id = this.thread || "new";
+    request.conversation = messages; // what the model is sent, the thread's messages included
     const started = this.generation;
     const userArticle = this.view.addUserMessage(text);
     const reply = new Reply(this.view.conversation, this.notices);
@@ -105,10 +137,11 @@ export class Chat {
       this.settle(reply, request, messages, started);
     } else if (outcome.stopped || !outcome.failure) {
       this.breakOff(reply, messages, outcome, request.url);
-    } else {
+    } else if (!threadRefusal(this, request, outcome.failure, { reply, userArticle, text })) {
       this.notSent(reply, userArticle, text, outcome.failure, request.url);
     }
     this.afterRun();
+    this.onRunEnd();
   }
 
   // Under a finished answer, what is left of the caller's daily and monthly allowance, where
@@ -131,16 +164,41 @@ export class Chat {
   }
 
   // Nothing ran: the message is not part of the conversation; it goes back to edit.
-  notSent(reply, userArticle, text, failure, url) {
-    reply.finish("error", describeFailure(failure, url, this.canSignIn));
+  // banner: what the reply says (the failure described, unless given).
+  notSent(reply, userArticle, text, failure, url, banner = null) {
+    reply.finish("error", banner || describeFailure(failure, url, this.canSignIn));
     this.view.markNotSent(userArticle);
     this.view.setStatus(errorStatus(failure));
     this.view.restore(text);
   }
 
+  // The thread of the conversation is gone (deleted elsewhere): a new chat, the message
+  // back in the box.
+  threadGone(text) {
+    this.reset();
+    this.view.clear();
+    this.view.conversation.prepend(
+      el(
+        "p",
+        { class: "banner banner-error thread-gone", role: "alert" },
+        "That conversation is no longer there (deleted elsewhere?). This is a new chat: " +
+          "your message is back in the box, send it to start over.",
+      ),
+    );
+    this.view.setStatus("Conversation not found; this is a new chat.");
+    this.view.restore(text);
+  }
+
+  // From here on the conversation is kept in this page only (said under the reply).
+  goLocal(reply, why) {
+    this.local = true;
+    reply.el.append(el("p", { class: "meta-note page-only" }, why));
+  }
+
   // POST one request and stream its events into reply; { failure, stopped } at the end.
   async stream(request, reply) {
     const controller = new AbortController();
+    const started = this.generation;
     this.current = { controller, reply };
     this.updateComposer();
     let failure = null;
@@ -154,6 +212,7 @@ export class Chat {
       });
       await expectEventStream(response);
       await readJsonEvents(response.body, (type, data) => {
+        if (type === "run_start" && !data.depth && data.thread_id) this.adopt(data.thread_id, started);
         this.view.follow(() => reply.handle(type, data));
       });
     } catch (err) {
@@ -170,7 +229,10 @@ export class Chat {
     const partial = reply.answerText().trim();
     this.history = partial ? [...base, { role: "assistant", content: partial }] : [...base];
     if (outcome.stopped) {
-      const why = "Stopped. The server stops the agent after the tool round in progress.";
+      const why = this.thread
+        ? "Stopped. The server finishes the tool round in progress and keeps it in this " +
+          "conversation: send “continue” to go on from there."
+        : "Stopped. The server stops the agent after the tool round in progress.";
       reply.finish("stopped", why);
       this.view.setStatus("Stopped.");
     } else if (outcome.failure) {
@@ -185,7 +247,7 @@ export class Chat {
   // The run's done arrived: the conversation goes on from it, or it waits for decisions.
   settle(reply, request, base, started) {
     const done = reply.done;
-    const sent = request.body.messages;
+    const sent = request.conversation;
     const pending = done.pending || [];
     if (!pending.length) {
       this.history = [...sent, ...done.messages];
@@ -228,8 +290,15 @@ export class Chat {
       ...reply.decisions.get(call.call_id),
     }));
     const body = { ...paused.request.body, messages: paused.conversation, resume: paused.resume };
+    if (body.thread_id) {
+      // A thread cannot take a paused run's continuation yet (it would keep the paused
+      // turn twice): the conversation goes on in this page, sent whole.
+      delete body.thread_id;
+      this.goLocal(reply, PAUSED_OFF_THREAD);
+    }
     const headers = requestHeaders(await this.chosen()); // a token refreshed meanwhile
     const request = { ...paused.request, headers, body: { ...body, approvals } };
+    request.conversation = paused.conversation;
     reply.resume();
     this.view.setStatus("Running…");
     const outcome = await this.stream(request, reply);
@@ -237,7 +306,41 @@ export class Chat {
     if (reply.done) this.settle(reply, request, paused.base, paused.started);
     else this.breakOff(reply, paused.base, outcome, request.url);
     this.afterRun();
+    this.onRunEnd();
   }
+}
+
+const PAUSED_OFF_THREAD =
+  "The approved run goes on in this page only: saved conversations cannot continue a " +
+  "paused run yet, so what follows is not saved on the server.";
+
+// A send on a thread the server refused for the thread's sake: said, and true; else false.
+// 409: another run holds the thread; 404: the thread is gone; 503: the server cannot keep
+// threads now (the next send goes without one).
+function threadRefusal(chat, request, failure, { reply, userArticle, text }) {
+  if (!request.body.thread_id) return false;
+  if (failure.status === 409) {
+    const banner =
+      "This conversation has a run going on already (in another tab?). Wait for it to " +
+      "end, then send again.";
+    chat.notSent(reply, userArticle, text, failure, request.url, banner);
+    return true;
+  }
+  if (failure.status === 404 && chat.thread) {
+    chat.threadGone(text);
+    return true;
+  }
+  if (failure.status === 503) {
+    chat.local = true;
+    chat.threadsAvailable = false;
+    const banner = [
+      ...[].concat(describeFailure(failure, request.url, chat.canSignIn)),
+      " Saved conversations are unavailable: send again to go on in this page only.",
+    ];
+    chat.notSent(reply, userArticle, text, failure, request.url, banner);
+    return true;
+  }
+  return false;
 }
 
 // "$0.9650 left today · $19.97 left this month": the money and token limits (the load

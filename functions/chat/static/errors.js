@@ -2,7 +2,7 @@
 
 import { el } from "./dom.js";
 
-class HttpFailure extends Error {
+export class HttpFailure extends Error {
   constructor(status, statusText, error) {
     super(error.message || statusText || `HTTP ${status}`);
     this.status = status;
@@ -56,7 +56,7 @@ function hintFor(failure, canSignIn) {
   return "";
 }
 
-async function readError(response) {
+export async function readError(response) {
   const text = await response.text().catch(() => "");
   try {
     const body = JSON.parse(text);

@@ -62,7 +62,9 @@ export class ChatView {
   }
 
   // An empty conversation with the example prompts; onPick(text) when one is clicked.
-  clear(onPick) {
+  // Without onPick, the one given last.
+  clear(onPick = this.onPick) {
+    this.onPick = onPick;
     this.conversation.replaceChildren(emptyState(onPick));
   }
 

@@ -1,0 +1,82 @@
+// A saved conversation (GET /threads/{id}'s messages, OpenAI's wire form) shown the way the
+// page showed it live, as far as the messages tell: the person's messages, and per answer its
+// text and a card for each tool call with its result. What the messages do not keep (how
+// long a call took, a sub-agent's own steps, tokens and cost) is not shown.
+
+import { ToolCard } from "./cards.js";
+import { Reply } from "./reply.js";
+
+// The text of a message's content: a string, or OpenAI's list of parts.
+function textOf(content) {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content
+    .map((part) => (part && typeof part.text === "string" ? part.text : ""))
+    .filter(Boolean)
+    .join("\n");
+}
+
+// A result's envelope says whether the call worked ({"ok": false, "error": ...} when not).
+function resultOk(content) {
+  try {
+    const parsed = JSON.parse(content);
+    return !(parsed && typeof parsed === "object" && (parsed.ok === false || parsed.error));
+  } catch {
+    return true;
+  }
+}
+
+function savedReply(view) {
+  const reply = new Reply(view.conversation);
+  reply.meta.remove(); // no tokens or cost are kept with the messages
+  return reply;
+}
+
+function addCalls(reply, calls) {
+  for (const call of Array.isArray(calls) ? calls : []) {
+    const fn = (call && call.function) || {};
+    const card = new ToolCard({
+      call_id: String(call.id || ""),
+      name: String(fn.name || "tool"),
+      arguments: typeof fn.arguments === "string" ? fn.arguments : "",
+    });
+    reply.cards.set(card.el.dataset.callId, card);
+    reply.main.append(card.el);
+  }
+}
+
+function addResult(reply, message) {
+  const content = textOf(message.content);
+  const card = reply.cards.get(String(message.tool_call_id || ""));
+  if (!card) return;
+  card.finish({ ok: resultOk(content), content, duration_ms: 0 });
+  card.durationEl.textContent = ""; // not kept
+  reply.main.markAnswerStart();
+}
+
+// Renders messages into the view's (emptied) conversation; the answers' state is "saved".
+export function renderSaved(view, messages) {
+  let reply = null;
+  const replies = [];
+  for (const message of Array.isArray(messages) ? messages : []) {
+    if (!message || typeof message !== "object") continue;
+    if (message.role === "user") {
+      view.addUserMessage(textOf(message.content));
+      reply = null;
+      continue;
+    }
+    if (message.role !== "assistant" && message.role !== "tool") continue;
+    if (!reply) {
+      reply = savedReply(view);
+      replies.push(reply);
+    }
+    if (message.role === "tool") {
+      addResult(reply, message);
+      continue;
+    }
+    const text = textOf(message.content);
+    if (text) reply.main.appendText(text, reply);
+    addCalls(reply, message.tool_calls);
+  }
+  for (const each of replies) each.finish("saved");
+}
