@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -100,9 +101,7 @@ def test_a_conversation_survives_a_reload_and_goes_on_with_only_the_new_message(
     assert open_thread_id(page) == thread_id
 
 
-def test_the_list_renames_and_deletes(
-    page: Page, serve_chat: ServeChat, llm: ScriptedLLM
-) -> None:
+def test_the_list_renames_and_deletes(page: Page, serve_chat: ServeChat, llm: ScriptedLLM) -> None:
     server = serve_chat([])
     llm.script(Reply(text="One."), Reply(text="Two."))
     open_chat(page, server)
@@ -158,6 +157,7 @@ def test_stop_mid_tool_round_keeps_it_and_continue_goes_on_from_its_result(
         wait_for_reply(page, "stopped")
         alert = page.locator(REPLY).last.get_by_role("alert")
         expect(alert).to_contain_text("send “continue” to go on")
+        expect(page.locator(".tool-status")).to_have_text("finishing on the server")
         thread_id = open_thread_id(page)
 
         # The round still runs on the server: the thread is busy, and the page says so.
@@ -210,7 +210,7 @@ def test_without_threads_the_page_chats_in_the_page_and_says_so(
     page: Page,
     serve_chat: ServeChat,
     llm: ScriptedLLM,
-    tmp_path: Any,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     (tmp_path / "file").write_text("not a folder")  # a store that cannot be opened: 503

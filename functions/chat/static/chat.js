@@ -9,6 +9,7 @@
 import { dollars, el, number, plural } from "./dom.js";
 import { describeFailure, expectEventStream } from "./errors.js";
 import { stopReason } from "./labels.js";
+import { threadRefusal } from "./refusals.js";
 import { Reply } from "./reply.js";
 import { chatUrl, loadUsage, selectedTools, toolList } from "./settings.js";
 import { readJsonEvents } from "./sse.js";
@@ -212,7 +213,9 @@ export class Chat {
       });
       await expectEventStream(response);
       await readJsonEvents(response.body, (type, data) => {
-        if (type === "run_start" && !data.depth && data.thread_id) this.adopt(data.thread_id, started);
+        if (type === "run_start" && !data.depth && data.thread_id) {
+          this.adopt(data.thread_id, started);
+        }
         this.view.follow(() => reply.handle(type, data));
       });
     } catch (err) {
@@ -234,6 +237,7 @@ export class Chat {
           "conversation: send “continue” to go on from there."
         : "Stopped. The server stops the agent after the tool round in progress.";
       reply.finish("stopped", why);
+      if (this.thread) reply.cards.forEach(finishesOnServer);
       this.view.setStatus("Stopped.");
     } else if (outcome.failure) {
       reply.finish("error", describeFailure(outcome.failure, url, this.canSignIn));
@@ -310,38 +314,14 @@ export class Chat {
   }
 }
 
+// A call cut off by Stop on a thread runs to its end on the server, which keeps its result.
+function finishesOnServer(card) {
+  if (card.el.dataset.status === "stopped") card.setStatus("finishing on the server", "stopped");
+}
+
 const PAUSED_OFF_THREAD =
   "The approved run goes on in this page only: saved conversations cannot continue a " +
   "paused run yet, so what follows is not saved on the server.";
-
-// A send on a thread the server refused for the thread's sake: said, and true; else false.
-// 409: another run holds the thread; 404: the thread is gone; 503: the server cannot keep
-// threads now (the next send goes without one).
-function threadRefusal(chat, request, failure, { reply, userArticle, text }) {
-  if (!request.body.thread_id) return false;
-  if (failure.status === 409) {
-    const banner =
-      "This conversation has a run going on already (in another tab?). Wait for it to " +
-      "end, then send again.";
-    chat.notSent(reply, userArticle, text, failure, request.url, banner);
-    return true;
-  }
-  if (failure.status === 404 && chat.thread) {
-    chat.threadGone(text);
-    return true;
-  }
-  if (failure.status === 503) {
-    chat.local = true;
-    chat.threadsAvailable = false;
-    const banner = [
-      ...[].concat(describeFailure(failure, request.url, chat.canSignIn)),
-      " Saved conversations are unavailable: send again to go on in this page only.",
-    ];
-    chat.notSent(reply, userArticle, text, failure, request.url, banner);
-    return true;
-  }
-  return false;
-}
 
 // "$0.9650 left today · $19.97 left this month": the money and token limits (the load
 // limits, runs in flight and requests a minute, say nothing about what an answer costs).

@@ -8,6 +8,14 @@ import { whenText } from "./threads.js";
 const byId = (id) => document.getElementById(id);
 const titleOf = (thread) => thread.title || "Untitled conversation";
 
+// A thread's Rename or Delete: a sign, named for screen readers with the thread's title.
+const actionButton = (verb, title, sign) =>
+  el(
+    "button",
+    { type: "button", class: "thread-action", "aria-label": `${verb} “${title}”`, title: verb },
+    sign,
+  );
+
 export class ThreadList {
   // actions: { open(id), rename(id, title) -> Promise, remove(id) -> Promise, more() }
   constructor(actions) {
@@ -87,17 +95,9 @@ export class ThreadList {
       this.actions.open(thread.id);
       if (this.narrow.matches) this.setOpen(false, false);
     });
-    const rename = el(
-      "button",
-      { type: "button", class: "thread-action", "aria-label": `Rename “${title}”`, title: "Rename" },
-      "✎",
-    );
+    const rename = actionButton("Rename", title, "✎");
     rename.addEventListener("click", () => this.startRename(node, thread));
-    const remove = el(
-      "button",
-      { type: "button", class: "thread-action", "aria-label": `Delete “${title}”`, title: "Delete" },
-      "✕",
-    );
+    const remove = actionButton("Delete", title, "✕");
     remove.addEventListener("click", () => this.confirmDelete(node, thread));
     node.replaceChildren(open, rename, remove);
     this.markActive(this.active);
