@@ -267,3 +267,22 @@ def test_pictures_of_the_list_and_an_open_conversation(
             expect(page.locator("#threads")).to_be_hidden()
         else:
             expect(page.locator(ITEMS)).to_have_count(3)
+
+
+def test_more_reads_the_next_page_of_the_list(
+    page: Page, serve_chat: ServeChat, llm: ScriptedLLM
+) -> None:
+    server = serve_chat([])
+    llm.respond_with(lambda request: Reply(text="ok"))
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=10) as http:
+        for i in range(21):
+            body = {"messages": [{"role": "user", "content": f"question {i}"}], "tools": []}
+            answer = http.post("/chat", json={**body, "thread_id": "new"})
+            assert answer.status_code == 200, answer.text
+    open_chat(page, server)
+    expect(page.locator(ITEMS)).to_have_count(20)
+    expect(page.locator(".thread-title").first).to_have_text("question 20")
+    page.get_by_role("button", name="More").click()
+    expect(page.locator(ITEMS)).to_have_count(21)
+    expect(page.locator(".thread-title").last).to_have_text("question 0")
+    expect(page.get_by_role("button", name="More")).to_be_hidden()

@@ -9,7 +9,7 @@
 import { dollars, el, number, plural } from "./dom.js";
 import { describeFailure, expectEventStream } from "./errors.js";
 import { stopReason } from "./labels.js";
-import { threadRefusal } from "./refusals.js";
+import { threadRefusal, threadsUnavailable } from "./refusals.js";
 import { Reply } from "./reply.js";
 import { chatUrl, loadUsage, selectedTools, toolList } from "./settings.js";
 import { readJsonEvents } from "./sse.js";
@@ -112,7 +112,8 @@ export class Chat {
     this.onThread(id);
   }
 
-  async send(text) {
+  // unsaved: sent again without a thread, which the server could not keep (said under it).
+  async send(text, unsaved = false) {
     const { limits, invalid } = this.settings.readLimits();
     if (!limits) {
       this.view.setStatus(`${invalid} in Settings is not a whole number from 1 up.`);
@@ -129,6 +130,7 @@ export class Chat {
     const userArticle = this.view.addUserMessage(text);
     const reply = new Reply(this.view.conversation, this.notices);
     reply.onDecide = () => this.decided();
+    if (unsaved) reply.el.append(el("p", { class: "meta-note page-only" }, UNSAVED));
     this.view.setStatus("Running…");
     this.view.scrollToEnd();
 
@@ -138,6 +140,12 @@ export class Chat {
       this.settle(reply, request, messages, started);
     } else if (outcome.stopped || !outcome.failure) {
       this.breakOff(reply, messages, outcome, request.url);
+    } else if (threadsUnavailable(request, outcome.failure)) {
+      this.local = true; // nothing ran: the same message again, the conversation sent whole
+      this.threadsAvailable = false;
+      userArticle.remove();
+      reply.el.remove();
+      return this.send(text, true);
     } else if (!threadRefusal(this, request, outcome.failure, { reply, userArticle, text })) {
       this.notSent(reply, userArticle, text, outcome.failure, request.url);
     }
@@ -318,6 +326,10 @@ export class Chat {
 function finishesOnServer(card) {
   if (card.el.dataset.status === "stopped") card.setStatus("finishing on the server", "stopped");
 }
+
+const UNSAVED =
+  "Saved conversations are unavailable right now: this conversation is kept in this page " +
+  "only.";
 
 const PAUSED_OFF_THREAD =
   "The approved run goes on in this page only: saved conversations cannot continue a " +

@@ -53,9 +53,11 @@ export class Conversations {
       this.chat.threadsAvailable = true;
       this.cursor = page.next_cursor || null;
       this.list.show(Array.isArray(page.data) ? page.data : [], this.cursor, more);
-      if (this.wanted) this.open(this.wanted);
+      if (this.wanted && this.chat.ready && !this.chat.history.length) this.open(this.wanted);
+      this.wanted = null; // the page went on without it meanwhile
     } catch (failure) {
       if (load !== this.loads) return;
+      if (!more) this.list.clear(); // what it showed may be another caller's
       this.list.say(this.problemText(failure));
     }
   }

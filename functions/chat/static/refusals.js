@@ -1,12 +1,15 @@
-// A message sent on a thread that the server refused for the thread's sake, said in words:
-// another run holds the thread (409), the thread is gone (404), or the server cannot keep
-// threads now (503: the conversation goes on in the page, sent whole).
+// A message sent on a thread that the server refused for the thread's sake: another run
+// holds the thread (409), the thread is gone (404), or the server cannot keep threads now.
+// Each is refused before anything runs, so nothing is lost by sending again.
 
-import { describeFailure } from "./errors.js";
+// The server cannot keep threads now: its store is down (503), or a thread it was asked to
+// make is not there (404 for "new"). The message is sent again without one.
+export const threadsUnavailable = (request, failure) =>
+  Boolean(request.body.thread_id) &&
+  (failure.status === 503 || (failure.status === 404 && request.body.thread_id === "new"));
 
-// A send on a thread the server refused for the thread's sake: said, and true; else false.
-// 409: another run holds the thread; 404: the thread is gone; 503: the server cannot keep
-// threads now (the next send goes without one).
+// A send on a thread refused for the thread's sake: said, and true; else false.
+// 409: another run holds the thread; 404: the thread is gone (a new chat).
 export function threadRefusal(chat, request, failure, { reply, userArticle, text }) {
   if (!request.body.thread_id) return false;
   if (failure.status === 409) {
@@ -18,16 +21,6 @@ export function threadRefusal(chat, request, failure, { reply, userArticle, text
   }
   if (failure.status === 404 && chat.thread) {
     chat.threadGone(text);
-    return true;
-  }
-  if (failure.status === 503) {
-    chat.local = true;
-    chat.threadsAvailable = false;
-    const banner = [
-      ...[].concat(describeFailure(failure, request.url, chat.canSignIn)),
-      " (Saved conversations are unavailable: send again to go on in this page only.)",
-    ];
-    chat.notSent(reply, userArticle, text, failure, request.url, banner);
     return true;
   }
   return false;

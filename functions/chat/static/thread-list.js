@@ -63,6 +63,11 @@ export class ThreadList {
     this.markActive(this.active);
   }
 
+  clear() {
+    this.items.replaceChildren();
+    this.moreButton.hidden = true;
+  }
+
   // A short problem under the heading ("" takes it away); the list itself stays as it was.
   say(text) {
     this.problem.textContent = text;
