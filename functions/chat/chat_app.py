@@ -36,12 +36,13 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 FACES = {
     "/chat": "agentloop.faces.native",
     "/v1/chat/completions": "agentloop.faces.openai.face",
-    "/v1/responses": "agentloop.faces.responses.face",
     "/api/chat": "agentloop.faces.ui_stream.face",
     "/ag-ui": "agentloop.faces.ag_ui.face",
 }
-"""Each protocol's route and the module of its face (``server.faces.face_route``)."""
+"""Each protocol's route and the module of its face (``server.faces.face_route``); the
+Responses API has its own routes, as it stores responses (``faces.responses.route``)."""
 THREAD_METHODS = ["GET", "PATCH", "DELETE"]
+RESPONSES = "agentloop.faces.responses.route"
 
 
 def routes() -> list[BaseRoute]:
@@ -51,6 +52,17 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/healthz", Deferred(f"{pages}:healthz"), methods=["GET"]),
         *(Route(path, Deferred(face, module), methods=["POST"]) for path, module in FACES.items()),
+        Route("/v1/responses", Deferred(f"{RESPONSES}:create_response"), methods=["POST"]),
+        Route(
+            "/v1/responses/{response_id}",
+            Deferred(f"{RESPONSES}:response"),
+            methods=["GET", "DELETE"],
+        ),
+        Route(
+            "/v1/responses/{response_id}/input_items",
+            Deferred(f"{RESPONSES}:input_items"),
+            methods=["GET"],
+        ),
         Route("/mcp", Deferred("agentloop.server.mcp_route:McpRoute"), methods=["POST"]),
         Route("/v1/models", Deferred(f"{pages}:list_models"), methods=["GET"]),
         Route("/v1/usage", Deferred("agentloop.server.usage:usage"), methods=["GET"]),

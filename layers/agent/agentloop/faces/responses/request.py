@@ -3,6 +3,7 @@ mapped to a :class:`ChatRequest`, and every field it cannot honour refused by na
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -23,10 +24,8 @@ from agentloop.models import (
 )
 from agentloop.output_format import OutputFormat, OutputFormatError
 
-_NO_STORE = "this server stores no responses: send the whole conversation in input"
 _UNSUPPORTED: dict[str, str] = {
-    "previous_response_id": _NO_STORE,
-    "conversation": _NO_STORE,
+    "conversation": "conversations are not supported: continue with previous_response_id",
     "prompt": "stored prompts are not supported; send instructions and input",
     "background": "responses are not run in the background: stream instead",
     "include": "no additional output data is available",
@@ -85,6 +84,17 @@ class InputMessage(BaseModel):
         if isinstance(value, str):
             return [{"type": "input_text", "text": value}]
         return value
+
+    def to_item(self, item_id: str) -> dict[str, Any]:
+        """The item as ``input_items`` lists it (its own id if it came with one)."""
+        parts = [{"type": part.type, "text": part.text} for part in self.content]
+        return {
+            "type": "message",
+            "id": self.id or item_id,
+            "role": self.role,
+            "content": parts,
+            "status": self.status or "completed",
+        }
 
     def to_message(self) -> Message:
         text = "".join(part.text for part in self.content)
@@ -151,9 +161,10 @@ class ResponsesRequest(BaseModel):
     temperature: float | None = None
     top_p: float | None = None
     max_output_tokens: int | None = None
-    # Accepted and ignored: nothing is stored, no client tools run here.
+    store: bool | None = Field(default=None, description="Unset: true, as OpenAI's API.")
+    previous_response_id: str | None = Field(default=None, max_length=256)
+    # Accepted and ignored: no client tools run here.
     metadata: dict[str, str] | None = Field(default=None, max_length=16)
-    store: Literal[False] | None = Field(default=None, description="Nothing is stored.")
     user: str | None = Field(default=None, max_length=256)
     parallel_tool_calls: bool | None = Field(
         default=None, description="Only about client tools, which are refused."
@@ -185,14 +196,27 @@ class ResponsesRequest(BaseModel):
         """Where Responses carries what a plan may refuse: its own ``tools`` are the client's."""
         return PLAN_PARAMS
 
-    def to_chat_request(self) -> ChatRequest:
+    @property
+    def stored(self) -> bool:
+        """Whether the response is kept (``store``: unset is true, as OpenAI's default)."""
+        return self.store is not False
+
+    def input_messages(self) -> list[Message]:
+        """``input`` as the conversation's new messages (the instructions are not among
+        them: they are this response's alone, never carried to the next one)."""
+        return [item.to_message() for item in self.input]
+
+    def to_chat_request(self, history: Sequence[Message] = ()) -> ChatRequest:
+        """The run's request: the instructions, ``history`` (a previous response's
+        conversation) and ``input``."""
         self._refuse_unsupported()
         sampling = self._sampling()
         response_format = self._response_format()
         messages: list[Message] = (
             [SystemMessage(content=self.instructions)] if self.instructions else []
         )
-        messages.extend(item.to_message() for item in self.input)
+        messages.extend(history)
+        messages.extend(self.input_messages())
         options = self.agentloop
         try:
             return ChatRequest(

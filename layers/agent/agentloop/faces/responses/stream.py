@@ -109,8 +109,8 @@ class _Response:
             "temperature": request.temperature,
             "top_p": request.top_p,
             "max_output_tokens": request.max_output_tokens,
-            "previous_response_id": None,
-            "store": False,
+            "previous_response_id": request.previous_response_id,
+            "store": request.stored,
             "usage": None if usage is None else usage_json(usage),
         }
 
@@ -150,6 +150,8 @@ class ResponseStream(OpenAIStream):
         """The text sent so far (what a failure's incomplete message holds)."""
         self._usage: Usage | None = None
         self._sequence = 0
+        self.final: dict[str, Any] | None = None
+        """The final response object, once the run ended with an answer (what is stored)."""
 
     def _event(self, type_: str, **fields: Any) -> bytes:
         body = {"type": type_, "sequence_number": self._sequence, **fields}
@@ -207,7 +209,7 @@ class ResponseStream(OpenAIStream):
             return self.fail(run_error(ending))
         self.ended = True
         text = "".join(self._streamed)
-        final = self.response.answered(ending, text)
+        final = self.final = self.response.answered(ending, text)
         item = final["output"][0]
         ending_type = (
             "response.completed" if final["status"] == "completed" else "response.incomplete"
