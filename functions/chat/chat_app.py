@@ -42,6 +42,8 @@ FACES = {
 """Each protocol's route and the module of its face (``server.faces.face_route``); the
 Responses API has its own routes, as it stores responses (``faces.responses.route``)."""
 THREAD_METHODS = ["GET", "PATCH", "DELETE"]
+RESUME_UI = "agentloop.faces.ui_stream.resume:resume_stream"
+"""The AI SDK's resume route (``useChat({resume: true})``); /chat's is ``/chat/stream``."""
 RESPONSES = "agentloop.faces.responses.route"
 
 
@@ -52,6 +54,8 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/healthz", Deferred(f"{pages}:healthz"), methods=["GET"]),
         *(Route(path, Deferred(face, module), methods=["POST"]) for path, module in FACES.items()),
+        Route("/chat/stream", Deferred("agentloop.streams.routes:chat_stream"), methods=["GET"]),
+        Route("/api/chat/{id}/stream", Deferred(RESUME_UI), methods=["GET"]),
         Route("/v1/responses", Deferred(f"{RESPONSES}:create_response"), methods=["POST"]),
         Route(
             "/v1/responses/{response_id}",

@@ -286,6 +286,7 @@ RUN_OPTIONS = (
     "max_cost_usd",
     "tool_limits",
     "thread_id",
+    "resumable",
 )
 """The agent's own options, which every face carries in its protocol's extension slot."""
 
@@ -354,6 +355,13 @@ class ChatRequest(_Strict):
         description="A thread of the caller's to go on with: its messages come before these "
         "(send only the new ones) and the run's are added to it when the run ends, even if "
         f"the client left. {NEW_THREAD!r} starts a thread; run_start names it.",
+    )
+    resumable: bool = Field(
+        default=False,
+        description="Keep the streamed answer in the store as it is sent, so a client that "
+        "lost it can reconnect (GET /chat/stream with Last-Event-ID) and get the rest. Needs "
+        "thread_id. The run then goes on to its end when its client leaves, spending as it "
+        "would have: that is why it is asked for.",
     )
     resume: str | None = Field(
         default=None,

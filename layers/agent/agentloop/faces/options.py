@@ -41,6 +41,9 @@ class AgentOptions(BaseModel):
     server's ``AGENTLOOP_TOOL_LIMITS``, never raises them; 0: the tool is not offered)."""
     thread_id: ThreadId | None = None
     """A thread of the caller's to go on with (``"new"``: start one); see ``ChatRequest``."""
+    resumable: bool = False
+    """Keep the stream in the store so a client can reconnect to it; needs a thread (see
+    ``ChatRequest``): the run then outlives a client that leaves."""
 
     def chat_fields(self) -> dict[str, Any]:
         """These options as ``ChatRequest`` fields (``models.run_options``)."""

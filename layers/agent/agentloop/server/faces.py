@@ -13,9 +13,11 @@ from starlette.responses import JSONResponse, Response
 
 from agentloop.faces.face import Face, FaceRun
 from agentloop.http_api import HttpError, validate_model
+from agentloop.models import ChatRequest
+from agentloop.principal import Principal
 from agentloop.server.errors import Endpoint
 from agentloop.server.ratelimit import refusal_headers, run_headers
-from agentloop.server.runs import read_request_json, start_run, stream_response
+from agentloop.server.runs import StartedRun, read_request_json, start_run, stream_response
 from agentloop.server.service import service_of
 from agentloop.server.streaming import cancel_on_disconnect
 
@@ -45,6 +47,10 @@ async def serve(face: Face[Any], request: Request) -> Response:
     raw, who = await read_request_json(request, service, face.messages_key)
     body = validate_model(face.request_model, raw)
     chat_request = face.to_chat_request(body)
+    if chat_request.resumable:  # 422 before anything runs
+        from agentloop.streams.serving import check_resumable
+
+        check_resumable(face.request_model, chat_request, face.streams(body))
     params = face.plan_params(body)
     client_ids = face.client_thread_ids(body)
     run = await start_run(
@@ -56,6 +62,8 @@ async def serve(face: Face[Any], request: Request) -> Response:
         can_ask=face.can_ask,
         client_thread_ids=client_ids,
     )
+    if chat_request.resumable:
+        return await _resumable(face, body, request, who, run, chat_request)
     seen = FaceRun(
         run.events, run.info.request_id, run.plan.model, run.context.cancel, chat_request.approvals
     )
@@ -66,3 +74,27 @@ async def serve(face: Face[Any], request: Request) -> Response:
         request.receive, run.context.cancel, face.collect(body, seen)
     )
     return JSONResponse(answer, headers=limits)
+
+
+async def _resumable(
+    face: Face[Any],
+    body: Any,
+    request: Request,
+    who: Principal,
+    run: StartedRun,
+    chat_request: ChatRequest,
+) -> Response:
+    """A resumable run's answer (``streams.serving``): its frames numbered and logged on its
+    thread as they are sent, and the run going on to its end if its client leaves."""
+    from agentloop.streams.serving import logged_response, open_writer, thread_of
+
+    events, thread_id = await thread_of(run, chat_request)
+    seen = FaceRun(
+        events, run.info.request_id, run.plan.model, run.context.cancel, chat_request.approvals
+    )
+    service = service_of(request)
+    headers = {**face.headers, **run_headers(service, run)}
+    if thread_id is None:  # not a thread after all: streamed as any run
+        return stream_response(run, face.frames(body, seen), service, headers)
+    writer = await open_writer(request, who.id, thread_id, run, events)
+    return logged_response(run, writer, face.frames(body, seen), service, headers)

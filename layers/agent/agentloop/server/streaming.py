@@ -57,13 +57,20 @@ class ClientWatch:
 
 
 class EventStreamResponse(Response):
-    """Streams frames while the client is there; once it has left, the remaining frames are
-    drained unsent (the run, cancelled, winds down to its ``done``)."""
+    """Streams frames while the client is there. Once it has left, the remaining frames are
+    drained unsent (``drain``: the run, cancelled, winds down to its ``done``; a resumable
+    run, whose ``cancel`` is no run's, goes on to its end and logs them), or, without
+    ``drain`` (a replay, which ``cancel`` stops), no more are read."""
 
     media_type = "text/event-stream"
 
     def __init__(
-        self, frames: AsyncIterator[bytes], cancel: CancelToken, headers: dict[str, str]
+        self,
+        frames: AsyncIterator[bytes],
+        cancel: CancelToken,
+        headers: dict[str, str],
+        *,
+        drain: bool = True,
     ) -> None:
         # Like StreamingResponse: no body, hence no content-length; uvicorn sends it chunked.
         self.status_code = 200
@@ -71,19 +78,30 @@ class EventStreamResponse(Response):
         self.init_headers(headers)
         self.frames = frames
         self.cancel = cancel
+        self.drain = drain
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with ClientWatch(receive, self.cancel) as client:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            async for frame in self.frames:
-                if client.gone:
-                    continue
-                try:
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
-                except OSError:
-                    client.left()
+            try:
+                await self._send_frames(client, send)
+            finally:
+                aclose = getattr(self.frames, "aclose", None)
+                if not self.drain and aclose is not None:
+                    await aclose()
             if not client.gone:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _send_frames(self, client: ClientWatch, send: Send) -> None:
+        async for frame in self.frames:
+            if client.gone:
+                if self.drain:
+                    continue
+                return
+            try:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+            except OSError:
+                client.left()
 
 
 async def cancel_on_disconnect(receive: Receive, cancel: CancelToken, work: Awaitable[T]) -> T:

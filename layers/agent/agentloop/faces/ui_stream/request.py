@@ -55,6 +55,12 @@ class UIChatRequest(BaseModel):
             )
         if self.message is not None:
             return self._threaded(self.message)
+        if self.agentloop.resumable:
+            raise invalid(
+                "agentloop.resumable",
+                "a resumable stream is kept on the chat's thread: send the chat id and only "
+                "the new message (message), not the whole chat",
+            )
         if self.messages is None:
             raise invalid("messages", "the chat's messages (or its new message) are missing")
         return self._stateless(self.messages)
