@@ -11,11 +11,18 @@ const UNAVAILABLE_TEXT =
   "Saved conversations are unavailable right now: chats are kept in this page only.";
 const SIGN_IN_TEXT = "Sign in, or set the bearer token in Settings, to see your conversations.";
 
+// The settings with the signed-in token as it is (no refresh), else the pasted one.
+function listChoice(chat) {
+  const chosen = chat.settings.read();
+  const signin = chat.signin;
+  return signin && signin.session ? { ...chosen, token: signin.bearer() } : chosen;
+}
+
 export class Conversations {
   constructor(chat, view) {
     this.chat = chat;
     this.view = view;
-    this.api = new ThreadsApi(() => chat.chosen());
+    this.api = new ThreadsApi(() => chat.chosen(), () => listChoice(chat));
     this.list = new ThreadList({
       open: (id) => this.open(id),
       rename: (id, title) => this.api.rename(id, title),

@@ -12,14 +12,17 @@ const threadsUrl = (endpoint) => chatUrl(endpoint).replace(/\/chat$/, "/threads"
 export const UNAVAILABLE = new Set([404, 405, 501, 502, 503, 504]);
 
 export class ThreadsApi {
-  // chosen(): the settings, with the token to send (the Chat's, a signed-in one included).
-  constructor(chosen) {
+  // chosen(): the settings, with the token to send (the Chat's, a signed-in one refreshed
+  // when due); forList(): the same without a refresh, for the list the page loads by itself
+  // (as the settings' lists are), so that loading it never spends a refresh on its own.
+  constructor(chosen, forList = chosen) {
     this.chosen = chosen;
+    this.forList = forList;
   }
 
   // One call; the JSON answer, or an HttpFailure (a TypeError when nothing answered).
-  async call(path, method = "GET", body = undefined) {
-    const chosen = await this.chosen();
+  async call(path, method = "GET", body = undefined, chosenNow = this.chosen) {
+    const chosen = await chosenNow();
     const headers = { accept: "application/json" };
     if (chosen.token) headers.authorization = `Bearer ${chosen.token}`;
     if (body !== undefined) headers["content-type"] = "application/json";
@@ -39,7 +42,7 @@ export class ThreadsApi {
   list(cursor = null) {
     const query = new URLSearchParams({ limit: "20" });
     if (cursor) query.set("cursor", cursor);
-    return this.call(`?${query}`);
+    return this.call(`?${query}`, "GET", undefined, this.forList);
   }
 
   get(id) {
