@@ -286,3 +286,39 @@ def test_more_reads_the_next_page_of_the_list(
     expect(page.locator(ITEMS)).to_have_count(21)
     expect(page.locator(".thread-title").last).to_have_text("question 0")
     expect(page.get_by_role("button", name="More")).to_be_hidden()
+
+
+def test_a_run_paused_for_approval_goes_on_in_the_page(
+    page: Page, serve_chat: ServeChat, llm: ScriptedLLM
+) -> None:
+    """The server does not continue a paused run inside a thread: the page continues it
+    with the whole conversation and its token, and keeps the conversation from then on."""
+    server = serve_chat([echo])
+    bodies = chat_bodies(page)
+    llm.script(
+        Reply(tool_calls=[call("echo", text="hi")]),
+        Reply(text="Echoed."),
+        Reply(text="Next answer."),
+    )
+    open_chat(page, server, extra_tools="echo")
+    page.get_by_role("banner").get_by_role("button", name="Settings").click()
+    page.get_by_label("Ask before running").fill("echo")
+    page.get_by_role("button", name="Close").click()
+    send(page, "Echo hi")
+    wait_for_reply(page, "paused")
+    thread_id = open_thread_id(page)
+    page.get_by_role("button", name="Approve").click()
+    wait_for_reply(page)
+    expect(page.locator(".page-only")).to_contain_text("goes on in this page only")
+    expect(page).not_to_have_url(re.compile("#thread="))
+    assert "thread_id" not in bodies[1]
+    assert bodies[1]["resume"]
+    assert [m["role"] for m in bodies[1]["messages"]] == ["user", "assistant"]
+
+    send(page, "And next?")
+    expect(page.locator(f'{REPLY}[data-state="done"]')).to_have_count(2)
+    assert "thread_id" not in bodies[2]
+    roles = [m["role"] for m in bodies[2]["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "user"]
+    kept = httpx.get(f"{server.url}/threads/{thread_id}", headers=AUTH, timeout=10).json()
+    assert [m["role"] for m in kept["messages"]] == ["user"], "saved without the paused turn"

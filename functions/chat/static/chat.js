@@ -199,9 +199,14 @@ export class Chat {
   }
 
   // From here on the conversation is kept in this page only (said under the reply).
+  // The address stops naming the thread: a reload would show less than the page does.
   goLocal(reply, why) {
     this.local = true;
     reply.el.append(el("p", { class: "meta-note page-only" }, why));
+    if (this.thread) {
+      this.thread = null;
+      this.onThread(null);
+    }
   }
 
   // POST one request and stream its events into reply; { failure, stopped } at the end.
