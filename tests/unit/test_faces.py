@@ -273,6 +273,7 @@ def test_the_options_are_bounded_once() -> None:
         "max_cost_usd": 1.0,
         "tool_limits": {"echo": 0},
         "thread_id": None,
+        "resumable": False,
     }
 
 
