@@ -44,6 +44,14 @@ def _forget_rate_limits() -> None:
     RATE_LIMITS.clear()
 
 
+@pytest.fixture(autouse=True)
+def _own_store(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test's app keeps what it stores (threads, stored responses) in a store of its
+    own, never in the working directory's default one (a test that wants another sets it)."""
+    folder = tmp_path_factory.mktemp("store")
+    monkeypatch.setenv("AGENTLOOP_STORE", f"sqlite:///{folder}/store.db")
+
+
 @pytest.fixture
 def mocked_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """moto behind boto3, dummy credentials in one region, and no Powertools cache kept

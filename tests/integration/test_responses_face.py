@@ -403,11 +403,6 @@ FUNCTION_TOOL = {"type": "function", "name": "f", "parameters": {}, "strict": Fa
 
 REFUSALS: dict[str, tuple[dict[str, Any], str, str]] = {
     "client-tools": ({"tools": [FUNCTION_TOOL]}, "tools", "client-side tools"),
-    "previous-response": (
-        {"previous_response_id": "resp_abc"},
-        "previous_response_id",
-        "stores no responses",
-    ),
     "image": (
         {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
         "input.0.content.0",
@@ -441,7 +436,7 @@ REFUSALS: dict[str, tuple[dict[str, Any], str, str]] = {
         "text.format.schema",
         "not a valid JSON Schema",
     ),
-    "store": ({"store": True}, "store", "False"),
+    "store": ({"store": "maybe"}, "store", "valid boolean"),
     "unknown-field": ({"extra_body": {"frobnicate": 1}}, "frobnicate", "not supported"),
     "agent-options": (
         {"extra_body": {"agentloop": {"max_iterations": 0}}},

@@ -225,6 +225,15 @@ def test_another_principals_thread_is_a_404_on_chat(served: Served, llm: Scripte
     assert served.get(f"/threads/{thread_id}", OTHER_AUTH).status_code == 404
 
 
+def test_a_refused_request_leaves_no_new_thread(served: Served, llm: ScriptedLLM) -> None:
+    refused = served.chat(
+        {"messages": [{"role": "user", "content": "x"}], "thread_id": "new", "tools": ["nope"]}
+    )
+    assert refused.status_code == 422, refused.text
+    assert served.get("/threads").json()["data"] == [], "no empty thread in the list"
+    assert llm.requests == []
+
+
 def test_bad_thread_ids_are_422(served: Served) -> None:
     for bad in ["", "a/b", "x" * 129, "th id", 7]:
         answer = served.chat({"messages": [{"role": "user", "content": "x"}], "thread_id": bad})

@@ -114,7 +114,7 @@ async def start_run(
             plan, held = await _reserve(service, who, plan, info)
     except BaseException as exc:
         if on_thread is not None:
-            await on_thread.release()
+            await on_thread.abandon()
         if isinstance(exc, HttpError) and params is not None and exc.param is not None:
             exc.param = params.get(exc.param, exc.param)
         raise

@@ -46,10 +46,13 @@ def thread_store(request: Request) -> ThreadStore:
     state = request.app.state
     found: ThreadStore | None = getattr(state, "threads", None)
     if found is None:
-        service = service_of(request)
-        store = service.quota.store if service.quota is not None else None
-        try:
-            found = threads_from_env(store=store)
+        quota = service_of(request).quota
+        try:  # on the quota's store, the quota's clock: one notion of "now" for its items
+            found = (
+                threads_from_env()
+                if quota is None
+                else threads_from_env(store=quota.store, clock=quota.clock)
+            )
         except ConfigurationError as exc:
             logger.error("threads unavailable: %s", exc)
             raise HttpError(503, "configuration_error", "threads are unavailable") from exc

@@ -52,6 +52,8 @@ class ThreadRun:
     saved: int = 0
     """How many of the run's messages are in the thread already (appended round by round)."""
     rounds: int = 0
+    created: bool = False
+    """The thread was made for this run (``"new"``, or a client's new id)."""
 
     async def save_round(self, added: list[Message]) -> None:
         """After a tool round: append what the run added since the last append (a process
@@ -77,6 +79,14 @@ class ThreadRun:
         await self.threads.append(self.owner, self.thread_id, added, key=key)
         self.saved = len(messages)
         self.sent = []
+
+    async def abandon(self) -> None:
+        """The run will not start (refused when planned or reserved): give the thread back,
+        and delete it if it was made for this run, so no empty thread is left in the list."""
+        await self.release()
+        if self.created and self.saved == 0 and self.rounds == 0:
+            with contextlib.suppress(StoreError, ThreadError):
+                await self.threads.delete(self.owner, self.thread_id)
 
     async def release(self) -> None:
         """Give the thread back (a claim that cannot be given back lapses with its lease)."""
@@ -107,15 +117,16 @@ async def open_thread(
     client makes its conversations' ids: the AI SDK's chat id, AG-UI's threadId) an id the
     owner does not have yet starts a thread of that id, in the owner's own namespace."""
     assert request.thread_id is not None
-    thread_id = request.thread_id
+    thread_id, created = request.thread_id, False
     if thread_id == NEW_THREAD:
-        thread_id = (await threads.create(owner)).id
+        thread_id, created = (await threads.create(owner)).id, True
     elif client_ids:
-        await _adopt(threads, owner, thread_id)
+        created = await _adopt(threads, owner, thread_id)
     run_key = "run_" + secrets.token_urlsafe(12)
     lease_s = min(run_for_s, LONGEST_RUN_S) + LEASE_MARGIN_S
     await threads.claim(owner, thread_id, run_key, lease_s)
     held = ThreadRun(threads, owner, thread_id, run_key, to_wire(request.messages))
+    held.created = created
     try:
         thread = await threads.load(owner, thread_id)
         history = messages_from_wire(thread.messages)
@@ -129,14 +140,18 @@ async def open_thread(
     return request.model_copy(update={"messages": messages, "thread_id": thread_id}), held
 
 
-async def _adopt(threads: ThreadStore, owner: str, thread_id: str) -> None:
+async def _adopt(threads: ThreadStore, owner: str, thread_id: str) -> bool:
     """Make the owner's thread ``thread_id`` unless it has one (two first requests may race:
-    one makes it, the other finds it made)."""
+    one makes it, the other finds it made); whether this call made it."""
     try:
         await threads.get(owner, thread_id)
     except ThreadNotFound:
-        with contextlib.suppress(ThreadExists):
+        try:
             await threads.create(owner, thread_id=thread_id)
+        except ThreadExists:
+            return False
+        return True
+    return False
 
 
 async def saving(events: AsyncIterator[Event], held: ThreadRun) -> AsyncIterator[Event]:
