@@ -121,7 +121,14 @@ async def start_run(
     REQUEST_ID.set(info.request_id)
     # Again here: a face may start the run in another task than the one that authenticated.
     PRINCIPAL_ID.set(who.id)
-    events = handle_chat(chat_request, context, plan)
+    events = _kept(handle_chat(chat_request, context, plan), on_thread, held)
+    return StartedRun(plan, context, info, observed(events, service, info), held)
+
+
+def _kept(
+    events: AsyncIterator[Event], on_thread: ThreadRun | None, held: Held | None
+) -> AsyncIterator[Event]:
+    """The run's events, its thread saved and then its reservation settled at its ``done``."""
     if on_thread is not None:  # saved before the quota's settling sees done
         from agentloop.threads.runs import saving
 
@@ -130,7 +137,7 @@ async def start_run(
         from agentloop.quota.runs import settling
 
         events = settling(events, held)
-    return StartedRun(plan, context, info, observed(events, service, info), held)
+    return events
 
 
 async def _open_thread(
