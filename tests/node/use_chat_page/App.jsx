@@ -19,11 +19,9 @@ function readConfig() {
   }
 }
 
-const config = readConfig();
-const transport = new DefaultChatTransport({
-  headers: config.token ? { authorization: `Bearer ${config.token}` } : {},
-  body: config.body ?? {},
-});
+export const config = readConfig();
+export const authHeaders = config.token ? { authorization: `Bearer ${config.token}` } : {};
+const transport = new DefaultChatTransport({ headers: authHeaders, body: config.body ?? {} });
 
 function json(value) {
   return value === undefined ? "" : JSON.stringify(value, null, 2);
@@ -70,9 +68,15 @@ function Part({ part }) {
 }
 
 export function App() {
+  return <ChatView title="useChat" options={{ transport }} />;
+}
+
+// The chat as useChat shows it; `options` are useChat's (the thread page adds id, messages,
+// resume and its own transport), `title` the page's heading.
+export function ChatView({ title, options }) {
   const [finishes, setFinishes] = useState([]);
   const { messages, sendMessage, status, stop, error } = useChat({
-    transport,
+    ...options,
     onFinish: ({ isAbort, isError, isDisconnect, finishReason }) =>
       setFinishes((all) => [...all, { isAbort, isError, isDisconnect, finishReason }]),
   });
@@ -91,7 +95,7 @@ export function App() {
 
   return (
     <main>
-      <h1>useChat</h1>
+      <h1>{title}</h1>
       <p className="status" role="status" data-status={status}>
         {status}
       </p>

@@ -1,5 +1,10 @@
-// Entry point of the test page: mounts <App/> (bundled by build.mjs with esbuild).
+// Entry point of the test page (bundled by build.mjs with esbuild): <App/>, or with
+// ?chat=<id> the page on the server's thread of that chat id (<ThreadApp/>).
 import { createRoot } from "react-dom/client";
 import { App } from "./App.jsx";
+import { ThreadApp } from "./ThreadApp.jsx";
 
-createRoot(document.getElementById("root")).render(<App />);
+const chatId = new URLSearchParams(window.location.search).get("chat");
+createRoot(document.getElementById("root")).render(
+  chatId ? <ThreadApp chatId={chatId} /> : <App />,
+);
