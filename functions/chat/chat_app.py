@@ -38,9 +38,11 @@ FACES = {
     "/v1/chat/completions": "agentloop.faces.openai.face",
     "/api/chat": "agentloop.faces.ui_stream.face",
     "/ag-ui": "agentloop.faces.ag_ui.face",
+    "/v1/responses": "agentloop.faces.responses.face",
 }
 """Each protocol's route and the module of its face (``server.faces.face_route``); the
-Responses API has its own routes, as it stores responses (``faces.responses.route``)."""
+Responses API's stored responses are read and deleted by their own routes
+(``faces.responses.route``)."""
 THREAD_METHODS = ["GET", "PATCH", "DELETE"]
 RESUME_UI = "agentloop.faces.ui_stream.resume:resume_stream"
 """The AI SDK's resume route (``useChat({resume: true})``); /chat's is ``/chat/stream``."""
@@ -56,7 +58,6 @@ def routes() -> list[BaseRoute]:
         *(Route(path, Deferred(face, module), methods=["POST"]) for path, module in FACES.items()),
         Route("/chat/stream", Deferred("agentloop.streams.routes:chat_stream"), methods=["GET"]),
         Route("/api/chat/{id}/stream", Deferred(RESUME_UI), methods=["GET"]),
-        Route("/v1/responses", Deferred(f"{RESPONSES}:create_response"), methods=["POST"]),
         Route(
             "/v1/responses/{response_id}",
             Deferred(f"{RESPONSES}:response"),

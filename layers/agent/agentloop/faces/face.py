@@ -4,22 +4,30 @@ the route table names, imported at the route's first request (``server.faces``).
 A face parses its protocol's body into its request model, says where that body keeps its
 messages (for the message limits) and where a plan refusal points, whether it can ask a
 person for approval, and frames a started run: streamed, or collected into one JSON answer.
+A face that keeps requests on the server's stores (Responses' ``store`` and
+``previous_response_id``) says so with :meth:`Face.kept`; the server runs its steps.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from agentloop.events import Event
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
-from agentloop.models import Approval, ChatRequest
+from agentloop.models import Approval, ChatRequest, Message
+
+if TYPE_CHECKING:
+    from agentloop.threads import ThreadStore
 
 R = TypeVar("R", bound=BaseModel)
+
+Keep = Callable[[dict[str, Any]], Awaitable[None]]
+"""Keeps a run's final answer; an :class:`HttpError` (a 503) if it could not be kept."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,29 @@ class FaceRun:
     cancel: CancelToken
     approvals: Sequence[Approval] | None
     """The decisions the request answered a pause with (``ChatRequest.approvals``)."""
+    keep: Keep | None = None
+    """Set when the face keeps this request (:meth:`Face.kept`): a streamed face awaits it with
+    the final answer before its closing frames (an HttpError: it sends its failure instead);
+    a collected answer is kept by the server before it is sent."""
+
+
+class Kept:
+    """What a face keeps of one request on the server's stores: the conversation it goes on
+    from, and its answer. The server calls :meth:`earlier` before the run, :meth:`watch` on
+    its events and :meth:`keep` with the final answer before it is sent; a store that
+    refuses raises ``StoreError`` (the server answers 503)."""
+
+    async def earlier(self) -> Sequence[Message]:
+        """Kept messages that go before the request's (after its leading system messages);
+        an HttpError (404 naming the field) for a conversation that is not the caller's."""
+        return ()
+
+    def watch(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """The run's events, seen on their way to the face (to know the run's ``done``)."""
+        return events
+
+    async def keep(self, answer: dict[str, Any]) -> None:
+        """Keep the final answer (the face's JSON object), before the client has it."""
 
 
 class Face(Generic[R]):
@@ -59,6 +90,11 @@ class Face(Generic[R]):
         """True: ``request``'s thread id was made by the client (the AI SDK's chat id, AG-UI's
         threadId), so an id the caller has no thread of yet starts one (``start_run``)."""
         return False
+
+    def kept(self, request: R, owner: str, threads: Callable[[], ThreadStore]) -> Kept | None:
+        """What ``request`` keeps for ``owner`` (a principal's id) on the server's stores
+        (``threads()``: the app's thread store, made at its first use); None: nothing."""
+        return None
 
     def frames(self, request: R, run: FaceRun) -> AsyncIterator[bytes]:
         raise NotImplementedError

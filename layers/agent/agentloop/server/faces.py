@@ -1,25 +1,39 @@
 """One route per protocol face, the same for all of them: read the request, start its run,
 and answer with the face's frames (or its one JSON answer). The face (``FACE`` in the module
 the route table names) is imported at the route's first request, so a function that only
-serves ``/chat`` never imports the other protocols."""
+serves ``/chat`` never imports the other protocols.
+
+A face that keeps requests (``Face.kept``: Responses' stored responses) gets the same steps
+and three more: the kept conversation goes before the request's messages before its run
+starts, the run's events are watched, and the final answer is kept before it is sent (the
+face's frames await ``FaceRun.keep`` before their closing ones). The store's refusals are
+HTTP errors here, so a face stays free of HTTP."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from agentloop.faces.face import Face, FaceRun
+from agentloop.events import Event
+from agentloop.faces.face import Face, FaceRun, Keep, Kept
 from agentloop.http_api import HttpError, validate_model
-from agentloop.models import ChatRequest
+from agentloop.models import ChatRequest, SystemMessage
 from agentloop.principal import Principal
 from agentloop.server.errors import Endpoint
 from agentloop.server.ratelimit import refusal_headers, run_headers
 from agentloop.server.runs import StartedRun, read_request_json, start_run, stream_response
 from agentloop.server.service import service_of
 from agentloop.server.streaming import cancel_on_disconnect
+from agentloop.store import StoreError, StoreUnavailable
+from agentloop.store.http import store_http_error
+
+if TYPE_CHECKING:
+    from agentloop.threads import ThreadStore
 
 
 def face_route(module: str) -> Endpoint:
@@ -51,6 +65,9 @@ async def serve(face: Face[Any], request: Request) -> Response:
         from agentloop.streams.serving import check_resumable
 
         check_resumable(face.request_model, chat_request, face.streams(body))
+    kept = face.kept(body, who.id, lambda: _threads(request))
+    if kept is not None:
+        chat_request = await _with_earlier(kept, chat_request)
     params = face.plan_params(body)
     client_ids = face.client_thread_ids(body)
     run = await start_run(
@@ -63,17 +80,72 @@ async def serve(face: Face[Any], request: Request) -> Response:
         client_thread_ids=client_ids,
     )
     if chat_request.resumable:
-        return await _resumable(face, body, request, who, run, chat_request)
-    seen = FaceRun(
-        run.events, run.info.request_id, run.plan.model, run.context.cancel, chat_request.approvals
-    )
+        return await _resumable(face, body, request, who, run, chat_request, kept)
+    seen = _face_run(run, run.events, chat_request, kept)
     limits = run_headers(service, run)  # x-ratelimit-*: none without limits
     if face.streams(body):
         return stream_response(run, face.frames(body, seen), service, {**face.headers, **limits})
     answer = await cancel_on_disconnect(
         request.receive, run.context.cancel, face.collect(body, seen)
     )
+    if seen.keep is not None:
+        await seen.keep(answer)
     return JSONResponse(answer, headers=limits)
+
+
+def _threads(request: Request) -> ThreadStore:
+    from agentloop.server.threads import thread_store
+
+    return thread_store(request)
+
+
+async def _with_earlier(kept: Kept, chat_request: ChatRequest) -> ChatRequest:
+    """The request with the kept conversation before its messages (after the leading system
+    ones, the instructions); checked as a whole, as the request's own were."""
+    try:
+        earlier = list(await kept.earlier())
+    except StoreError as exc:
+        raise store_http_error(exc) from exc
+    if not earlier:
+        return chat_request
+    messages = chat_request.messages
+    lead = next(
+        (n for n, m in enumerate(messages) if not isinstance(m, SystemMessage)), len(messages)
+    )
+    merged = [*messages[:lead], *earlier, *messages[lead:]]
+    try:
+        return ChatRequest.model_validate({**chat_request.__dict__, "messages": merged})
+    except ValidationError as exc:  # kept by us: the store gave back something else
+        unreadable = StoreUnavailable("a kept conversation does not continue")
+        raise store_http_error(unreadable) from exc
+
+
+def _face_run(
+    run: StartedRun, events: AsyncIterator[Event], chat_request: ChatRequest, kept: Kept | None
+) -> FaceRun:
+    """The run as its face frames it: its events watched and its answer kept if kept."""
+    if kept is not None:
+        events = kept.watch(events)
+    return FaceRun(
+        events,
+        run.info.request_id,
+        run.plan.model,
+        run.context.cancel,
+        chat_request.approvals,
+        None if kept is None else _keeper(kept),
+    )
+
+
+def _keeper(kept: Kept) -> Keep:
+    """``kept.keep``, a store's refusal as its HTTP error (503)."""
+
+    async def keep(answer: dict[str, Any]) -> None:
+        try:
+            await kept.keep(answer)
+        except StoreError as exc:
+            raise store_http_error(exc) from exc
+
+    return keep
 
 
 async def _resumable(
@@ -83,15 +155,14 @@ async def _resumable(
     who: Principal,
     run: StartedRun,
     chat_request: ChatRequest,
+    kept: Kept | None,
 ) -> Response:
     """A resumable run's answer (``streams.serving``): its frames numbered and logged on its
     thread as they are sent, and the run going on to its end if its client leaves."""
     from agentloop.streams.serving import logged_response, open_writer, thread_of
 
     events, thread_id = await thread_of(run, chat_request)
-    seen = FaceRun(
-        events, run.info.request_id, run.plan.model, run.context.cancel, chat_request.approvals
-    )
+    seen = _face_run(run, events, chat_request, kept)
     service = service_of(request)
     headers = {**face.headers, **run_headers(service, run)}
     if thread_id is None:  # not a thread after all: streamed as any run

@@ -7,9 +7,9 @@ an earlier response's ``output`` can be sent back as input) become the conversat
 ``temperature``, ``top_p``, ``max_output_tokens`` and ``text.format`` become the run's
 sampling and response format; agent options travel in an ``agentloop`` object, as on the
 OpenAI face. ``store`` (unset: true) keeps the response and its conversation for the caller,
-and ``previous_response_id`` continues from one (``route.py``, ``saved.py``); ``GET`` and
-``DELETE /v1/responses/{id}`` and its ``input_items`` read and delete them. Other fields
-are refused with a 422 naming them.
+and ``previous_response_id`` continues from one (``kept.py``, ``saved.py``); ``GET`` and
+``DELETE /v1/responses/{id}`` and its ``input_items`` read and delete them (``route.py``).
+Other fields are refused with a 422 naming them.
 
 The answer is one assistant ``message`` item with one ``output_text`` part. Streamed,
 top-level events become (sub-agents show only in the usage, which counts them)::
