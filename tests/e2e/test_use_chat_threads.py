@@ -133,6 +133,8 @@ def test_three_turns_send_only_the_last_message_and_a_reload_shows_the_thread(
     assert [d.stop_reason for d in server.finished.wait(3)] == ["completed"] * 3
     assert resumes == []  # a new chat has nothing to resume: the page did not ask
 
+    live_tool = page.locator("section.tool").inner_text()
+
     # A reload: the page loads the thread (GET /threads/{id}), nothing is running to resume.
     page.reload()
     expect(page.get_by_role("status")).to_have_text("ready")
@@ -143,6 +145,7 @@ def test_three_turns_send_only_the_last_message_and_a_reload_shows_the_thread(
     expect(tool).to_have_attribute("data-tool", "echo")
     expect(tool).to_have_attribute("data-state", "output-available")
     assert json.loads(tool.locator(".tool-input").inner_text()) == {"text": "one"}
+    assert tool.inner_text() == live_tool  # the kept call and result, shown as streamed
     assert resumes == [204]  # the reloaded page asked; nothing was running
     expect(page.get_by_role("alert")).to_have_count(0)
 

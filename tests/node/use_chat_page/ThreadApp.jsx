@@ -21,9 +21,10 @@ function textOf(content) {
     .join("");
 }
 
-function parsedArguments(raw) {
+// Tool arguments travel as JSON text; shown as the value they are when they parse.
+function parsedJson(raw) {
   try {
-    return JSON.parse(raw ?? "{}");
+    return JSON.parse(raw);
   } catch {
     return raw;
   }
@@ -35,12 +36,12 @@ function toolParts(toolCalls, results) {
       type: "dynamic-tool",
       toolName: call.function?.name ?? "tool",
       toolCallId: call.id,
-      input: parsedArguments(call.function?.arguments),
+      input: parsedJson(call.function?.arguments ?? "{}"),
     };
     const result = results.get(call.id);
     return result === undefined
       ? { ...part, state: "output-error", errorText: "no result was kept" }
-      : { ...part, state: "output-available", output: result };
+      : { ...part, state: "output-available", output: result }; // text, as the stream sends it
   });
 }
 
