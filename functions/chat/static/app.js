@@ -5,6 +5,7 @@
 //   markdown.js, inline.js   markdown to DOM nodes (blocks, then the text inside them)
 //   sse.js                   the SSE parser over a fetch() body
 //   chat.js                  the conversation: requests, runs, pauses for approval
+//   resume.js, follow.js     a run's stream picked up again after a break, or a reload
 //   conversations.js, threads.js, thread-list.js, saved.js   the conversations the server
 //                            keeps: the list, the open one in the address, a saved one shown
 //   reply.js                 one answer: events into transcripts, cards and its summary line

@@ -5,12 +5,17 @@
 // server puts the thread's messages before it). Where the server keeps no threads, the page
 // sends the whole conversation each time, as it did before threads (this.local).
 // A paused run lives in this page only: a reload loses it.
+// A run on a thread is resumable (resume.js): a dropped connection is picked up again where it
+// broke, and a page reloaded mid-answer follows the answer from its start. Stop only stops
+// following it: the server runs it to its end and keeps it in the thread.
 
 import { dollars, el, number, plural } from "./dom.js";
 import { describeFailure, expectEventStream } from "./errors.js";
 import { stopReason } from "./labels.js";
 import { threadRefusal, threadsUnavailable } from "./refusals.js";
 import { Reply } from "./reply.js";
+import { forgetQuestion, onceEach, reconnect, rememberQuestion } from "./resume.js";
+import { renderSaved } from "./saved.js";
 import { chatUrl, loadUsage, selectedTools, toolList } from "./settings.js";
 import { readJsonEvents } from "./sse.js";
 
@@ -58,6 +63,7 @@ export class Chat {
     this.threadsAvailable = true; // the server keeps threads (the list's last load says)
     this.onThread = () => {}; // (id or null) the conversation's thread changed
     this.onRunEnd = () => {}; // a run ended (the list shows its thread's new time)
+    this.loadThread = async () => null; // (id) its messages from the server (Conversations)
   }
 
   // The server offers sign-in: a refusal for want of a token asks for it first.
@@ -124,8 +130,12 @@ export class Chat {
     const messages = [...this.history, user];
     if (!this.thread && !this.history.length) this.local = !this.threadsAvailable;
     const request = newRequest(await this.chosen(), this.local ? messages : [user], limits);
-    if (!this.local) request.body.thread_id = this.thread || "new";
+    if (!this.local) {
+      request.body.thread_id = this.thread || "new";
+      request.body.resumable = true; // a dropped connection can be picked up again
+    }
     request.conversation = messages; // what the model is sent, the thread's messages included
+    request.question = text; // shown again if the page is reloaded during the answer
     const started = this.generation;
     const userArticle = this.view.addUserMessage(text);
     const reply = new Reply(this.view.conversation, this.notices);
@@ -136,9 +146,12 @@ export class Chat {
 
     const outcome = await this.stream(request, reply);
     if (started !== this.generation) return; // the user started a new chat meanwhile
+    if (this.thread) forgetQuestion(this.thread);
     if (reply.done) {
       this.settle(reply, request, messages, started);
-    } else if (outcome.stopped || !outcome.failure) {
+    } else if (outcome.ended) {
+      await this.endedAway(reply, messages, started);
+    } else if (outcome.stopped || !outcome.failure || outcome.resumed) {
       this.breakOff(reply, messages, outcome, request.url);
     } else if (threadsUnavailable(request, outcome.failure)) {
       this.local = true; // nothing ran: the same message again, the conversation sent whole
@@ -209,12 +222,22 @@ export class Chat {
     }
   }
 
-  // POST one request and stream its events into reply; { failure, stopped } at the end.
+  // POST one request and stream its events into reply; a resumable run's stream that breaks
+  // is picked up again. { failure, stopped, ended, resumed } at the end (ended: the run ended
+  // out of sight; resumed: its events began, so a failure is not a message left unsent).
   async stream(request, reply) {
     const controller = new AbortController();
     const started = this.generation;
     this.current = { controller, reply };
     this.updateComposer();
+    const seen = { id: 0 }; // the last frame shown
+    const onEvent = onceEach(seen, (type, data) => {
+      if (type === "run_start" && !data.depth && data.thread_id) {
+        this.adopt(data.thread_id, started);
+        if (request.body.resumable) rememberQuestion(data.thread_id, request.question);
+      }
+      this.view.follow(() => reply.handle(type, data));
+    });
     let failure = null;
     try {
       const response = await fetch(request.url, {
@@ -225,18 +248,57 @@ export class Chat {
         cache: "no-store",
       });
       await expectEventStream(response);
-      await readJsonEvents(response.body, (type, data) => {
-        if (type === "run_start" && !data.depth && data.thread_id) {
-          this.adopt(data.thread_id, started);
-        }
-        this.view.follow(() => reply.handle(type, data));
-      });
+      await readJsonEvents(response.body, onEvent);
     } catch (err) {
       failure = err;
     }
+    let ended = false;
+    const resumable = request.body.resumable && seen.id > 0 && this.thread;
+    if (resumable && !reply.done && !controller.signal.aborted && started === this.generation) {
+      ({ failure, ended } = await this.pickUp(reply, seen, onEvent, controller.signal));
+    }
     this.current = null;
     this.updateComposer();
-    return { failure, stopped: controller.signal.aborted };
+    return { failure, stopped: controller.signal.aborted, ended, resumed: seen.id > 0 };
+  }
+
+  // The stream broke before done: GET /chat/stream from the last frame shown, a few times.
+  pickUp(reply, seen, onEvent, signal) {
+    return reconnect({
+      chosen: () => this.chosen(),
+      thread: this.thread,
+      seen,
+      onEvent,
+      isDone: () => Boolean(reply.done),
+      signal,
+      onTry: () => {
+        reply.el.dataset.reconnecting = "true";
+        this.view.setStatus("Connection lost; reconnecting…");
+      },
+    }).finally(() => {
+      delete reply.el.dataset.reconnecting;
+      if (!signal.aborted) this.view.setStatus("Running…");
+    });
+  }
+
+  // The run ended while the connection was down (a 204 on reconnecting): the thread as the
+  // server keeps it now, its final answer included, replaces what the page showed.
+  async endedAway(reply, base, started) {
+    let messages = null;
+    try {
+      messages = await this.loadThread(this.thread);
+    } catch {
+      messages = null;
+    }
+    if (started !== this.generation) return;
+    if (!Array.isArray(messages)) {
+      this.breakOff(reply, base, { failure: new Error(ENDED_UNSEEN) }, "");
+      return;
+    }
+    this.history = messages;
+    this.view.conversation.replaceChildren();
+    renderSaved(this.view, messages);
+    this.view.setStatus("The answer finished while the connection was down; here it is.");
   }
 
   // The run broke off (stopped, cut, refused) after `base`: what was shown stays part of
@@ -246,14 +308,14 @@ export class Chat {
     this.history = partial ? [...base, { role: "assistant", content: partial }] : [...base];
     if (outcome.stopped) {
       const why = this.thread
-        ? "Stopped. The server finishes the tool round in progress and keeps it in this " +
-          "conversation: send “continue” to go on from there."
+        ? STOPPED_ON_THREAD
         : "Stopped. The server stops the agent after the tool round in progress.";
       reply.finish("stopped", why);
       if (this.thread) reply.cards.forEach(finishesOnServer);
       this.view.setStatus("Stopped.");
     } else if (outcome.failure) {
-      reply.finish("error", describeFailure(outcome.failure, url, this.canSignIn));
+      const said = describeFailure(outcome.failure, url, this.canSignIn);
+      reply.finish("error", this.thread && outcome.resumed ? [...said, GOES_ON] : said);
       this.view.setStatus(errorStatus(outcome.failure));
     } else {
       reply.finish("error", "The connection closed before the run finished.");
@@ -311,6 +373,7 @@ export class Chat {
       // A thread cannot take a paused run's continuation yet (it would keep the paused
       // turn twice): the conversation goes on in this page, sent whole.
       delete body.thread_id;
+      delete body.resumable; // only a run on a thread can be resumed
       this.goLocal(reply, PAUSED_OFF_THREAD);
     }
     const headers = requestHeaders(await this.chosen()); // a token refreshed meanwhile
@@ -331,6 +394,21 @@ export class Chat {
 function finishesOnServer(card) {
   if (card.el.dataset.status === "stopped") card.setStatus("finishing on the server", "stopped");
 }
+
+// Stop on a thread: the run was sent resumable, so the server does not cancel it when the
+// page stops reading; it runs to its end and keeps its answer in the thread.
+const STOPPED_ON_THREAD =
+  "Stopped following this answer. The run cannot be cancelled from here: it goes on to its " +
+  "end on the server, and the whole answer will be kept in this conversation (reopen it, " +
+  "or reload the page, to see it). A message sent before it ends is refused.";
+
+const GOES_ON =
+  " The answer goes on on the server and is kept in this conversation: reload the page to " +
+  "see it.";
+
+const ENDED_UNSEEN =
+  "the connection dropped and the answer finished meanwhile, but the conversation could " +
+  "not be loaded again: reload the page to see it";
 
 const UNSAVED =
   "Saved conversations are unavailable right now: this conversation is kept in this page " +

@@ -3,6 +3,7 @@
 // the address kept naming the open one. Where the server keeps no threads now (a 503, or no
 // /threads at all), the list says so and the chat sends whole conversations instead.
 
+import { followRun } from "./follow.js";
 import { renderSaved } from "./saved.js";
 import { ThreadList } from "./thread-list.js";
 import { ThreadsApi, UNAVAILABLE, showThreadInUrl, threadInUrl } from "./threads.js";
@@ -37,6 +38,10 @@ export class Conversations {
       this.list.markActive(id);
     };
     chat.onRunEnd = () => this.load();
+    chat.loadThread = async (id) => {
+      const thread = await this.api.get(id);
+      return Array.isArray(thread.messages) ? thread.messages : [];
+    };
     window.addEventListener("hashchange", () => {
       const id = threadInUrl();
       if (id && id !== chat.thread) this.open(id);
@@ -78,7 +83,8 @@ export class Conversations {
     return `Could not load your conversations: ${failure.message || "no answer"}.`;
   }
 
-  // Shows a saved conversation and goes on with it; a missing one starts a new chat.
+  // Shows a saved conversation and goes on with it, following a run going on in it (a reload
+  // in the middle of an answer); a missing one starts a new chat.
   async open(id) {
     this.wanted = null;
     if (id === this.chat.thread) return; // open already (a run on it may be going on)
@@ -92,10 +98,12 @@ export class Conversations {
     }
     this.chat.openSaved(id, Array.isArray(thread.messages) ? thread.messages : []);
     this.view.conversation.replaceChildren();
-    if (this.chat.history.length) renderSaved(this.view, this.chat.history);
+    let tail = null;
+    if (this.chat.history.length) tail = renderSaved(this.view, this.chat.history);
     else this.view.clear();
     this.view.setStatus("Ready.");
     this.view.scrollToEnd();
+    followRun(this.chat, id, tail);
   }
 
   openFailed(id, failure) {

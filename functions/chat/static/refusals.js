@@ -14,8 +14,8 @@ export function threadRefusal(chat, request, failure, { reply, userArticle, text
   if (!request.body.thread_id) return false;
   if (failure.status === 409) {
     const banner =
-      "This conversation has a run going on already (in another tab?). Wait for it to " +
-      "end, then send again.";
+      "This conversation has a run going on already (a stopped answer still finishing on " +
+      "the server, or another tab). Wait for it to end, then send again.";
     chat.notSent(reply, userArticle, text, failure, request.url, banner);
     return true;
   }

@@ -55,6 +55,8 @@ function addResult(reply, message) {
 }
 
 // Renders messages into the view's (emptied) conversation; the answers' state is "saved".
+// Returns the last answer when the messages end with one (else null): a run still going on
+// may have saved its first rounds there already (see follow.js).
 export function renderSaved(view, messages) {
   let reply = null;
   const replies = [];
@@ -79,4 +81,5 @@ export function renderSaved(view, messages) {
     addCalls(reply, message.tool_calls);
   }
   for (const each of replies) each.finish("saved");
+  return reply;
 }

@@ -1,6 +1,7 @@
 // Server-sent events read from a fetch() body (EventSource can neither POST nor send a token).
 
-// Feed it decoded text as it arrives; it calls onEvent(type, data) per complete event.
+// Feed it decoded text as it arrives; it calls onEvent(type, data, id) per complete event, id
+// being the last `id:` seen (as SSE keeps it: it carries over to later events; "" if none).
 // Comment lines (": ping") are ignored; an incomplete event at the end is dropped.
 export class SSEParser {
   constructor(onEvent) {
@@ -8,6 +9,7 @@ export class SSEParser {
     this.buffer = "";
     this.type = "";
     this.data = [];
+    this.id = "";
   }
 
   push(chunk) {
@@ -29,7 +31,7 @@ export class SSEParser {
 
   line(line) {
     if (line === "") {
-      if (this.data.length) this.onEvent(this.type || "message", this.data.join("\n"));
+      if (this.data.length) this.onEvent(this.type || "message", this.data.join("\n"), this.id);
       this.type = "";
       this.data = [];
       return;
@@ -41,14 +43,15 @@ export class SSEParser {
     if (value.startsWith(" ")) value = value.slice(1);
     if (field === "event") this.type = value;
     else if (field === "data") this.data.push(value);
+    else if (field === "id" && !value.includes("\0")) this.id = value;
   }
 }
 
-// Reads an event stream to its end, calling onEvent(type, data) with each event's data parsed
+// Reads an event stream to its end, calling onEvent(type, data, id) with each event's data parsed
 // as JSON (the data's own "type" wins over the event name); data that is not a JSON object
 // (not JSON, null, a number, a list) is skipped: every event the page handles is an object.
 export async function readJsonEvents(body, onEvent) {
-  const parser = new SSEParser((eventType, raw) => {
+  const parser = new SSEParser((eventType, raw, id) => {
     let data;
     try {
       data = JSON.parse(raw);
@@ -56,7 +59,7 @@ export async function readJsonEvents(body, onEvent) {
       return;
     }
     if (!data || typeof data !== "object" || Array.isArray(data)) return;
-    onEvent(data.type || eventType, data);
+    onEvent(data.type || eventType, data, id);
   });
   const reader = body.getReader();
   const decoder = new TextDecoder();
