@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from agentloop.events import Event
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
-from agentloop.models import Approval, ChatRequest, Message
+from agentloop.models import Approval, ChatRequest
 
 if TYPE_CHECKING:
     from agentloop.threads import ThreadStore
@@ -48,14 +48,14 @@ class FaceRun:
 
 class Kept:
     """What a face keeps of one request on the server's stores: the conversation it goes on
-    from, and its answer. The server calls :meth:`earlier` before the run, :meth:`watch` on
+    from, and its answer. The server calls :meth:`continued` before the run, :meth:`watch` on
     its events and :meth:`keep` with the final answer before it is sent; a store that
     refuses raises ``StoreError`` (the server answers 503)."""
 
-    async def earlier(self) -> Sequence[Message]:
-        """Kept messages that go before the request's (after its leading system messages);
-        an HttpError (404 naming the field) for a conversation that is not the caller's."""
-        return ()
+    async def continued(self, request: ChatRequest) -> ChatRequest:
+        """The run's request: ``request`` with the kept conversation it goes on from; an
+        HttpError (404 naming the field) for a conversation that is not the caller's."""
+        return request
 
     def watch(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """The run's events, seen on their way to the face (to know the run's ``done``)."""

@@ -4,7 +4,7 @@ the route table names) is imported at the route's first request, so a function t
 serves ``/chat`` never imports the other protocols.
 
 A face that keeps requests (``Face.kept``: Responses' stored responses) gets the same steps
-and three more: the kept conversation goes before the request's messages before its run
+and three more: the request is continued from the kept conversation before its run
 starts, the run's events are watched, and the final answer is kept before it is sent (the
 face's frames await ``FaceRun.keep`` before their closing ones). The store's refusals are
 HTTP errors here, so a face stays free of HTTP."""
@@ -15,21 +15,20 @@ import importlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agentloop.events import Event
 from agentloop.faces.face import Face, FaceRun, Keep, Kept
 from agentloop.http_api import HttpError, validate_model
-from agentloop.models import ChatRequest, SystemMessage
+from agentloop.models import ChatRequest
 from agentloop.principal import Principal
 from agentloop.server.errors import Endpoint
 from agentloop.server.ratelimit import refusal_headers, run_headers
 from agentloop.server.runs import StartedRun, read_request_json, start_run, stream_response
 from agentloop.server.service import service_of
 from agentloop.server.streaming import cancel_on_disconnect
-from agentloop.store import StoreError, StoreUnavailable
+from agentloop.store import StoreError
 from agentloop.store.http import store_http_error
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ async def serve(face: Face[Any], request: Request) -> Response:
         check_resumable(face.request_model, chat_request, face.streams(body))
     kept = face.kept(body, who.id, lambda: _threads(request))
     if kept is not None:
-        chat_request = await _with_earlier(kept, chat_request)
+        chat_request = await _continued(kept, chat_request)
     params = face.plan_params(body)
     client_ids = face.client_thread_ids(body)
     run = await start_run(
@@ -99,25 +98,12 @@ def _threads(request: Request) -> ThreadStore:
     return thread_store(request)
 
 
-async def _with_earlier(kept: Kept, chat_request: ChatRequest) -> ChatRequest:
-    """The request with the kept conversation before its messages (after the leading system
-    ones, the instructions); checked as a whole, as the request's own were."""
+async def _continued(kept: Kept, chat_request: ChatRequest) -> ChatRequest:
+    """The request with the kept conversation it goes on from (a store's refusal: 503)."""
     try:
-        earlier = list(await kept.earlier())
+        return await kept.continued(chat_request)
     except StoreError as exc:
         raise store_http_error(exc) from exc
-    if not earlier:
-        return chat_request
-    messages = chat_request.messages
-    lead = next(
-        (n for n, m in enumerate(messages) if not isinstance(m, SystemMessage)), len(messages)
-    )
-    merged = [*messages[:lead], *earlier, *messages[lead:]]
-    try:
-        return ChatRequest.model_validate({**chat_request.__dict__, "messages": merged})
-    except ValidationError as exc:  # kept by us: the store gave back something else
-        unreadable = StoreUnavailable("a kept conversation does not continue")
-        raise store_http_error(unreadable) from exc
 
 
 def _face_run(

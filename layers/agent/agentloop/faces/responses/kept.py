@@ -1,8 +1,9 @@
-"""What a Responses request keeps (``Face.kept``): ``previous_response_id`` loads the caller's
-stored conversation to go before ``input``, and ``store`` (unset: true) saves the response's
-snapshot (``saved.py``) before its answer is sent, so a client that has the answer can
-continue from it at once. The server runs these steps (``server.faces``) and answers a store
-that refuses with a 503; a run without an answer stores nothing."""
+"""What a Responses request keeps (``Face.kept``): ``previous_response_id`` puts the
+caller's stored conversation between the instructions and ``input``, and ``store`` (unset:
+true) saves the response's snapshot (``saved.py``) before its answer is sent, so a client
+that has the answer can continue from it at once. The server runs these steps
+(``server.faces``) and answers a store that refuses with a 503; a run without an answer
+stores nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from agentloop.faces.face import Kept
 from agentloop.faces.responses.request import ResponsesRequest
 from agentloop.faces.responses.saved import ResponseNotFound, ResponseStore, StoredResponse
 from agentloop.http_api import HttpError
-from agentloop.models import Message, messages_from_wire, to_wire
+from agentloop.models import ChatRequest, messages_from_wire, to_wire
 from agentloop.store import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -44,18 +45,20 @@ class Snapshot(Kept):
         """The previous response's conversation, in wire form."""
         self.done: Done | None = None
 
-    async def earlier(self) -> list[Message]:
+    async def continued(self, request: ChatRequest) -> ChatRequest:
+        """The instructions, the previous response's conversation, then ``input``."""
         previous = self.request.previous_response_id
         if previous is None:
-            return []
+            return request
         try:
             self.history = (await self.store.load(self.owner, previous)).messages
         except ResponseNotFound as exc:  # another principal's too
             raise not_found("previous_response_id") from exc
         try:
-            return messages_from_wire(self.history)
+            earlier = messages_from_wire(self.history)
         except ValidationError as exc:  # written by us: the store gave back something else
             raise StoreUnavailable("a stored response is unreadable") from exc
+        return self.request.to_chat_request(earlier)
 
     def watch(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         return self._watch(events) if self.request.stored else events
