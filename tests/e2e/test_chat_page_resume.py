@@ -165,6 +165,7 @@ def test_a_dropped_connection_resumes_and_the_answer_is_shown_once(
     expect(reply.locator(".tool-card")).to_have_count(1)
     assert " ".join(answer_words(page)) == ANSWER  # every word, none twice
     expect(reply.locator(".answer").first).to_have_text("Let me echo first.")
+    expect(reply.locator(".resumed")).to_have_text(re.compile("picked it up again"))
     [done] = server.runs(1)
     assert done.stop_reason == "completed"
     shoot_resumed(page)
@@ -255,6 +256,9 @@ def test_stop_stops_following_and_the_run_ends_on_the_server(
         alert = page.locator(REPLY).last.get_by_role("alert")
         expect(alert).to_contain_text("goes on to its end on the server")
         expect(page.locator(".tool-status")).to_have_text("finishing on the server")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.screenshot(path=str(SHOTS / "stopped-following-390x844.png"))
     finally:
         gate.set()
     [run] = server.runs(1)

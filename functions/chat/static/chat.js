@@ -275,9 +275,14 @@ export class Chat {
         reply.el.dataset.reconnecting = "true";
         this.view.setStatus("Connection lost; reconnecting…");
       },
-    }).finally(() => {
+    }).then((outcome) => {
       delete reply.el.dataset.reconnecting;
-      if (!signal.aborted) this.view.setStatus("Running…");
+      if (signal.aborted) return outcome;
+      this.view.setStatus("Running…");
+      if (reply.done && !reply.el.querySelector(".resumed")) {
+        reply.meta.after(el("p", { class: "meta-note resumed" }, RESUMED));
+      }
+      return outcome;
     });
   }
 
@@ -401,6 +406,9 @@ const STOPPED_ON_THREAD =
   "Stopped following this answer. The run cannot be cancelled from here: it goes on to its " +
   "end on the server, and the whole answer will be kept in this conversation (reopen it, " +
   "or reload the page, to see it). A message sent before it ends is refused.";
+
+const RESUMED =
+  "The connection dropped during this answer; the page picked it up again where it broke.";
 
 const GOES_ON =
   " The answer goes on on the server and is kept in this conversation: reload the page to " +
