@@ -1,6 +1,7 @@
 """What a run on a thread costs in DynamoDB calls, counted on moto's server: the steps
-``threads.runs`` takes for one run (open: make or claim and load; a round; the end; the
-claim given back), each with its own count, so a change that adds a call shows here."""
+``threads.runs`` takes for one run (open: make or claim and load; the question, beside the
+first model call; a round; the end; the claim given back), each with its own count, so a
+change that adds a call shows here."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def test_the_store_calls_of_a_run_on_a_thread(store: Store) -> None:
         counts: dict[str, dict[str, int]] = {}
         full, held = await open_thread(threads, OWNER, request, 60.0)
         counts["open"] = counter.take()
-        await held.save_round(list(round_))
+        held.keep_question()
+        await held.save_round(list(round_))  # waits for the question's append first
         counts["round"] = counter.take()
         await held.save(_done([*round_, AssistantMessage(content="ok")]))
         counts["end"] = counter.take()
@@ -71,6 +73,6 @@ def test_the_store_calls_of_a_run_on_a_thread(store: Store) -> None:
     assert first["open"] == {"TransactWriteItems": 1, "GetItem": 2, "PutItem": 1}
     assert again["open"] == {"GetItem": 2, "PutItem": 1, "Query": 1}
     for run in (first, again):
-        assert run["round"] == {"GetItem": 1, "TransactWriteItems": 1}
+        assert run["round"] == {"GetItem": 2, "TransactWriteItems": 2}, "question + round"
         assert run["end"] == {"GetItem": 1, "TransactWriteItems": 1}
         assert run["release"] == {"GetItem": 1, "DeleteItem": 1}

@@ -121,6 +121,8 @@ async def start_run(
     REQUEST_ID.set(info.request_id)
     # Again here: a face may start the run in another task than the one that authenticated.
     PRINCIPAL_ID.set(who.id)
+    if on_thread is not None:
+        on_thread.keep_question()
     events = _kept(handle_chat(chat_request, context, plan), on_thread, held)
     return StartedRun(plan, context, info, observed(events, service, info), held)
 

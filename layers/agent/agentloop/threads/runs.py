@@ -9,11 +9,12 @@ run's events in :func:`saving`; the loop knows nothing of threads.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -48,12 +49,25 @@ class ThreadRun:
     thread_id: str
     run_key: str
     sent: list[dict[str, Any]]
-    """The request's new messages (wire form): saved with the run's first, never alone."""
+    """The request's new messages (wire form) while they are not in the thread yet."""
     saved: int = 0
     """How many of the run's messages are in the thread already (appended round by round)."""
     rounds: int = 0
     created: bool = False
     """The thread was made for this run (``"new"``, or a client's new id)."""
+    _question: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def keep_question(self) -> None:
+        """The run starts: append the request's new messages now, beside its first model
+        call (not before it), so a reader of the thread mid-run (a reloaded page) sees the
+        question. If that fails, the next append carries them."""
+        self._question = asyncio.create_task(self._append_question())
+
+    async def _append_question(self) -> None:
+        try:
+            await self._append([], f"{self.run_key}.q")
+        except (StoreError, ThreadError) as exc:
+            logger.warning("a run's question could not be saved yet (the next will try): %s", exc)
 
     async def save_round(self, added: list[Message]) -> None:
         """After a tool round: append what the run added since the last append (a process
@@ -73,11 +87,14 @@ class ThreadRun:
         await self._append(kept, f"{self.run_key}.end")
 
     async def _append(self, messages: list[Message], key: str) -> None:
+        if self._question is not None and asyncio.current_task() is not self._question:
+            question, self._question = self._question, None
+            await question  # never raises: its failure leaves ``sent`` for this append
         added = [*self.sent, *to_wire(messages[self.saved :])]
         if not added:
             return
         await self.threads.append(self.owner, self.thread_id, added, key=key)
-        self.saved = len(messages)
+        self.saved = max(self.saved, len(messages))
         self.sent = []
 
     async def abandon(self) -> None:
