@@ -257,7 +257,7 @@ export class Chat {
     if (resumable && !reply.done && !controller.signal.aborted && started === this.generation) {
       ({ failure, ended } = await this.pickUp(reply, seen, onEvent, controller.signal));
     }
-    this.current = null;
+    if (this.current && this.current.controller === controller) this.current = null;
     this.updateComposer();
     return { failure, stopped: controller.signal.aborted, ended, resumed: seen.id > 0 };
   }

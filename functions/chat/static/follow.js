@@ -62,7 +62,7 @@ export async function followRun(chat, id, tail) {
   if (!reply.done && !controller.signal.aborted && started === chat.generation) {
     outcome = await chat.pickUp(reply, seen, onEvent, controller.signal);
   }
-  chat.current = null;
+  if (chat.current && chat.current.controller === controller) chat.current = null;
   chat.updateComposer();
   if (started !== chat.generation) return;
   forgetQuestion(id);
