@@ -16,10 +16,11 @@ last.
 from __future__ import annotations
 
 import json
-import statistics
 import tempfile
 from collections.abc import Callable
 from typing import Any
+
+from bench.paired import paired_rows
 
 WARMUP = 10
 ROUNDS = 150
@@ -57,16 +58,7 @@ def measure(
         finally:
             for app in apps.values():
                 app.stop()
-    rows: dict[str, Any] = {}
-    for name, values in samples.items():
-        ordered = sorted(values)
-        rows[name] = {
-            "ok": True,
-            "runs": len(values),
-            "ms": {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1]},
-        }
-    pairs = zip(samples["limits on"], samples["limits off"], strict=True)
-    rows["limits on"]["added_ms"] = statistics.median(a - b for a, b in pairs)
+    rows = paired_rows(samples, "limits on", "limits off")
     say(f"  limits   added {rows['limits on']['added_ms']:.3f} ms per /chat request (SQLite)")
     rows["dynamodb calls"] = _dynamodb_calls(start_app, chat, say)
     return rows

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench import tasks
+from bench.paired import paired_rows
 
 WARMUP = 10
 ROUNDS = 120
@@ -79,16 +79,7 @@ def measure(
                         samples[name].append(seconds * 1000)
         finally:
             app.stop()
-    rows: dict[str, Any] = {}
-    for name, values in samples.items():
-        ordered = sorted(values)
-        rows[name] = {
-            "ok": True,
-            "runs": len(values),
-            "ms": {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1]},
-        }
-    pairs = zip(samples["on a thread"], samples["stateless"], strict=True)
-    rows["on a thread"]["added_ms"] = statistics.median(a - b for a, b in pairs)
+    rows = paired_rows(samples, "on a thread", "stateless")
     say(
         f"  threads  added {rows['on a thread']['added_ms']:.3f} ms per /chat request "
         f"(a {HISTORY}-message thread loaded and a run saved, SQLite)"
