@@ -6,22 +6,54 @@
 import { describeFailure } from "./errors.js";
 import { stopReason } from "./labels.js";
 import { Reply } from "./reply.js";
+import { textOf } from "./saved.js";
 import { forgetQuestion, onceEach, openStream, questionFor } from "./resume.js";
 import { readJsonEvents } from "./sse.js";
 
-// The run's first rounds may be in the thread already (saved round by round): then the saved
-// answer shown last (tail) is this run's, and the replay shows it again. The first tool call
-// of the replay tells: if the tail has it, the tail goes (and the question this tab kept, the
-// thread's own being the one above it).
-function dropSavedRounds(tail, asked) {
-  let checked = false;
-  return (type, data) => {
-    if (checked || type !== "tool_call_start" || data.depth) return;
-    checked = true;
-    if (!tail || !tail.cards.has(data.call_id)) return;
-    tail.el.remove();
-    if (asked) asked.remove();
-  };
+// The run's first rounds may be in the thread already (saved round by round), or all of it
+// (it ended between the two reads, its stream not yet marked ended): then the saved answer
+// shown last (tail) is this run's, and the replay shows it again. The replay's first tool
+// call tells (the tail has it), or its done (the saved conversation ends with its answer):
+// the tail goes, and the question this tab kept (the thread's own is the one above it).
+class SavedTail {
+  constructor(tail, asked, history) {
+    this.tail = tail;
+    this.asked = asked;
+    this.last = history.length ? history[history.length - 1] : null;
+    this.checked = false;
+  }
+
+  onEvent(type, data) {
+    if (this.checked || type !== "tool_call_start" || data.depth) return;
+    this.checked = true;
+    if (this.tail && this.tail.cards.has(data.call_id)) this.drop();
+  }
+
+  onDone(done) {
+    const answers = (done.messages || []).filter((m) => m && m.role === "assistant");
+    const answer = answers.length ? answers[answers.length - 1] : null;
+    const last = this.last;
+    if (answer && last && last.role === "assistant" && same(last, answer)) this.drop();
+  }
+
+  drop() {
+    if (this.tail) this.tail.el.remove();
+    if (this.asked) this.asked.remove();
+    this.tail = null;
+    this.asked = null;
+  }
+}
+
+const same = (a, b) => JSON.stringify([a.content, a.tool_calls]) ===
+  JSON.stringify([b.content, b.tool_calls]);
+
+// The question this tab kept for the run on thread id, unless the thread shows it already
+// (the server appends it as the run starts; a reload in the first moments may come before).
+function unsavedQuestion(id, history) {
+  const question = questionFor(id);
+  const last = history.length ? history[history.length - 1] : null;
+  if (question === null || !last || last.role !== "user") return question;
+  return textOf(last.content) === question ? null : question;
 }
 
 // Follows the run going on in thread id, if one is (tail: renderSaved's last answer).
@@ -40,7 +72,7 @@ export async function followRun(chat, id, tail) {
     controller.abort();
     return;
   }
-  const question = questionFor(id);
+  const question = unsavedQuestion(id, chat.history);
   const asked = question === null ? null : chat.view.addUserMessage(question);
   const reply = new Reply(chat.view.conversation, chat.notices);
   chat.current = { controller, reply };
@@ -48,10 +80,11 @@ export async function followRun(chat, id, tail) {
   chat.view.setStatus("An answer is in progress in this conversation; following it…");
   chat.view.scrollToEnd();
   const seen = { id: 0 };
-  const check = dropSavedRounds(tail, asked);
+  const saved = new SavedTail(tail, asked, chat.history);
   const onEvent = onceEach(seen, (type, data) => {
-    check(type, data);
+    saved.onEvent(type, data);
     chat.view.follow(() => reply.handle(type, data));
+    if (type === "done" && !data.depth) saved.onDone(data);
   });
   let outcome = { failure: null, ended: false };
   try {

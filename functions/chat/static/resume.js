@@ -86,8 +86,8 @@ export async function reconnect({ chosen, thread, seen, onEvent, isDone, signal,
   return { failure: failure || new Error("the connection could not be restored"), ended: false };
 }
 
-// The question of the answer in progress on a thread, kept for this tab (sessionStorage, so a
-// reload shows it: the thread keeps a run's question only with its first finished round).
+// The question of the answer in progress on a thread, kept for this tab (sessionStorage): a
+// reload in the run's first moments may come before the server has appended it to the thread.
 const ASKING = "agentloop.asking";
 
 export function rememberQuestion(thread, text) {

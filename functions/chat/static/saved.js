@@ -7,7 +7,7 @@ import { ToolCard } from "./cards.js";
 import { Reply } from "./reply.js";
 
 // The text of a message's content: a string, or OpenAI's list of parts.
-function textOf(content) {
+export function textOf(content) {
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) return "";
   return content
