@@ -8,6 +8,7 @@ go to ``test-output/screenshots/resumed-*.png``."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import struct
@@ -97,10 +98,8 @@ def pump(src: socket.socket, dst: socket.socket) -> None:
         pass
     finally:
         for sock in (src, dst):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 @pytest.fixture
@@ -155,11 +154,13 @@ def test_a_dropped_connection_resumes_and_the_answer_is_shown_once(
     wait_for_reply(page)
     expect(page.locator("#status")).to_have_text("Done.")
     body = next(r for r in posts if r.method == "POST").post_data_json
-    assert body["resumable"] is True and body["thread_id"] == "new"
+    assert body["resumable"] is True
+    assert body["thread_id"] == "new"
     resumed = [r for r in posts if r.method == "GET" and "/chat/stream?thread_id=" in r.url]
     assert resumed, "the page never asked for the rest of the stream"
     last_ids = [int(r.headers["last-event-id"]) for r in resumed if "last-event-id" in r.headers]
-    assert last_ids and last_ids[-1] > 5
+    assert last_ids
+    assert last_ids[-1] > 5
     reply = page.locator(REPLY)
     expect(reply).to_have_count(1)
     expect(reply.locator(".tool-card")).to_have_count(1)
@@ -276,9 +277,7 @@ def test_a_run_that_ended_while_the_page_was_offline_is_shown_from_the_thread(
     llm.script(Reply(text="Waiting.", tool_calls=[call("gate", name="g1")]), Reply(text="Open."))
     open_chat(page, through, extra_tools="gate")
     send(page, "Open the gate.")
-    expect(page.locator('.tool-card[data-name="gate"]')).to_have_attribute(
-        "data-status", "running"
-    )
+    expect(page.locator('.tool-card[data-name="gate"]')).to_have_attribute("data-status", "running")
     proxy.cut()
     expect(page.locator(f'{REPLY}[data-reconnecting="true"]')).to_have_count(1)
     gate.set()
