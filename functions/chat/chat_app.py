@@ -57,6 +57,11 @@ def routes() -> list[BaseRoute]:
         Route("/healthz", Deferred(f"{pages}:healthz"), methods=["GET"]),
         *(Route(path, Deferred(face, module), methods=["POST"]) for path, module in FACES.items()),
         Route("/chat/stream", Deferred("agentloop.streams.routes:chat_stream"), methods=["GET"]),
+        Route(
+            "/chat/stream/cancel",
+            Deferred("agentloop.streams.routes:cancel_stream"),
+            methods=["POST"],
+        ),
         Route("/api/chat/{id}/stream", Deferred(RESUME_UI), methods=["GET"]),
         Route(
             "/v1/responses/{response_id}",

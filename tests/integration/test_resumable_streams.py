@@ -1,12 +1,15 @@
 """Resumable streams over HTTP (``resumable: true``): a ``/chat`` run whose client drops the
 connection mid-answer goes on to its end, and ``GET /chat/stream`` with ``Last-Event-ID``
 gives the rest (no frame twice) and then the live frames; 204 when nothing runs on the
-thread; another principal's thread is a 404. The scripted model answers slowly
-(``chunk_delay``), the threads and logs are on SQLite."""
+thread; another principal's thread is a 404; ``POST /chat/stream/cancel`` stops the run, in
+this process or through the store. The scripted model answers slowly (``chunk_delay``) or
+waits in a gate tool; the threads and logs are on SQLite."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.scripted_llm import Reply, ScriptedLLM
+from agentloop.streams import StreamLog
+from agentloop.streams import writer as writer_module
+from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.integration.thread_faces import OTHER, ThreadedApp
-from tests.served import TOKEN
+from tests.sample_tools import gate_tool
+from tests.served import PRINCIPAL, TOKEN
 
 JSON = dict[str, Any]
 WORDS = [f"word{i}" for i in range(40)]
@@ -191,3 +197,80 @@ def test_resumable_without_a_thread_is_422_before_anything_runs(
         assert response.json()["error"]["param"] == param
     assert "resumable" in response.text
     assert llm.requests == []
+
+
+# -- stopping a resumable run (its client leaving does not) ---------------------------------
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[tuple[ThreadedApp, threading.Event]]:
+    gate = threading.Event()
+    with ThreadedApp(tmp_path, "resumable-cancel", [gate_tool(gate)]) as app:
+        yield app, gate
+
+
+def _start_gated_run(served: ThreadedApp, llm: ScriptedLLM) -> tuple[str, httpx.Client, Any]:
+    """A resumable run waiting in its gate tool; its thread id and open stream."""
+    llm.script(Reply(tool_calls=[call("gate", name="g")]), Reply(text="went on"))
+    body = {
+        "messages": [{"role": "user", "content": "Wait."}],
+        "thread_id": "new",
+        "resumable": True,
+        "tools": ["gate"],
+    }
+    client = httpx.Client(base_url=served.url, timeout=20)
+    stream = start(served, client, body)
+    response = stream.__enter__()
+    first = messages(read_until(response, "tool_call_start"))
+    return first[0]["data"]["thread_id"], client, stream
+
+
+def test_cancel_stops_the_run_after_its_round_and_the_thread_keeps_it(
+    gated: tuple[ThreadedApp, threading.Event], llm: ScriptedLLM
+) -> None:
+    served, gate = gated
+    thread_id, client, stream = _start_gated_run(served, llm)
+    stream.__exit__(None, None, None)  # the client leaves: nothing is cancelled yet
+    client.close()
+    other = served.call("POST", f"/chat/stream/cancel?thread_id={thread_id}", OTHER)
+    assert other.status_code == 404
+    asked = served.call("POST", f"/chat/stream/cancel?thread_id={thread_id}")
+    assert asked.status_code == 202, asked.text
+    assert asked.json() == {"thread_id": thread_id, "cancelling": True}
+    gate.set()
+    [done] = served.runs(1)
+    assert done.stop_reason == "cancelled"
+    assert len(llm.requests) == 1, "no model call after the stop"
+    kept = served.kept(thread_id)
+    assert kept is not None
+    assert [role for role, _ in kept] == ["user", "assistant", "tool", "assistant"]
+    assert kept[2] == ("tool", json.dumps({"ok": True, "result": "opened g"}))
+    assert "the run was cancelled" in kept[3][1]
+    after = served.call("POST", f"/chat/stream/cancel?thread_id={thread_id}")
+    assert after.status_code == 204, "nothing runs any more"
+
+
+def test_a_stop_asked_in_the_store_reaches_a_run_of_another_instance(
+    gated: tuple[ThreadedApp, threading.Event], llm: ScriptedLLM
+) -> None:
+    """Deployed, the run's instance is busy streaming, so the cancel lands elsewhere: its
+    writer reads the stop from the log (once a second) and cancels its run."""
+    served, gate = gated
+    thread_id, client, stream = _start_gated_run(served, llm)
+    threads = served.app.state.threads  # type: ignore[attr-defined]
+    log = StreamLog(threads.store, clock=threads.clock)
+    head = asyncio.run(log.head(PRINCIPAL.id, thread_id))
+    assert head is not None
+    asyncio.run(log.ask_stop(PRINCIPAL.id, thread_id, head.run_key))  # as another instance
+    token = writer_module._HERE[(PRINCIPAL.id, thread_id)][1]
+    for _ in range(200):  # the writer reads the stop within STOP_POLL_S
+        if token.cancelled:
+            break
+        threading.Event().wait(0.05)
+    assert token.cancelled
+    gate.set()
+    stream.__exit__(None, None, None)
+    client.close()
+    [done] = served.runs(1)
+    assert done.stop_reason == "cancelled"
+    assert len(llm.requests) == 1

@@ -21,6 +21,8 @@ from typing import Any
 from agentloop.threads.keys import owner_key
 
 HEAD = "head"
+STOP = "stop"
+"""Where a caller asks the thread's live run to stop (its ``run``: which run)."""
 ITEM_DIGITS = 9
 ITEM_BYTES = 300_000
 """An item's frames as stored JSON (the store allows 350 000; DynamoDB 400 KB an item)."""

@@ -83,6 +83,16 @@ class StreamLog:
         sort = keys.item_sort(run_key, number)
         await self.store.put(partition, sort, data, expires_at=self.expiry())
 
+    async def ask_stop(self, owner: str, thread_id: str, run_key: str) -> None:
+        """Ask the run ``run_key`` to stop, wherever it runs (its writer watches for this)."""
+        partition = keys.partition(owner, thread_id)
+        await self.store.put(partition, keys.STOP, {"run": run_key}, expires_at=self.expiry())
+
+    async def stop_asked(self, owner: str, thread_id: str, run_key: str) -> bool:
+        """Whether a caller asked the run ``run_key`` to stop."""
+        record = await self.store.get(keys.partition(owner, thread_id), keys.STOP)
+        return record is not None and record.data.get("run") == run_key
+
     async def item(
         self, owner: str, thread_id: str, run_key: str, number: int
     ) -> dict[str, Any] | None:

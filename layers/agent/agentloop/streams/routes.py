@@ -1,6 +1,7 @@
 """The HTTP side of resumable streams: the log a request's app keeps (``stream_log``), the
 replay of a caller's thread as a streamed answer (``resume_response``, shared by every face's
-resume route) and ``GET /chat/stream?thread_id=`` with ``Last-Event-ID``.
+resume route), ``GET /chat/stream?thread_id=`` with ``Last-Event-ID``, and
+``POST /chat/stream/cancel?thread_id=``, which stops the thread's run.
 
 The caller's thread is looked up first: another principal's thread, like one that does not
 exist, is the threads' 404. A thread with no run streaming on it (no log, or its last run
@@ -13,7 +14,7 @@ import time
 from collections.abc import Mapping
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from agentloop.http_api import HttpError, invocation_info
 from agentloop.limits import CancelToken
@@ -26,6 +27,7 @@ from agentloop.sse import heartbeat
 from agentloop.store import StoreError
 from agentloop.streams.log import DAY_S, StreamLog
 from agentloop.streams.reader import Replay, replay
+from agentloop.streams.writer import stop_here
 from agentloop.threads import ThreadError, ThreadNotFound
 from agentloop.threads.keys import is_thread_id
 
@@ -86,6 +88,31 @@ def last_event_id(request: Request) -> int:
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 12):
         raise HttpError(400, "invalid_request_error", "Last-Event-ID must be a frame number")
     return int(raw)
+
+
+async def cancel_stream(request: Request) -> Response:
+    """``POST /chat/stream/cancel?thread_id=``: stop the thread's resumable run (its client
+    leaving does not); it finishes its tool round, which the thread keeps. 202 when asked,
+    204 when nothing runs, 404 unless the caller has the thread."""
+    who = authenticate(service_of(request), request)
+    thread_id = request.query_params.get("thread_id")
+    if thread_id is None or not is_thread_id(thread_id):
+        raise thread_http_error(ThreadNotFound())
+    log = stream_log(request)
+    try:
+        await thread_store(request).get(who.id, thread_id)
+        head = await log.head(who.id, thread_id)
+        if head is None or not head.live(log.clock()):
+            return Response(status_code=204, headers={"cache-control": "no-store"})
+        if not stop_here(who.id, thread_id, head.run_key):  # another instance runs it
+            await log.ask_stop(who.id, thread_id, head.run_key)
+    except (ThreadError, StoreError) as exc:
+        raise thread_http_error(exc) from exc
+    return JSONResponse(
+        {"thread_id": thread_id, "cancelling": True},
+        status_code=202,
+        headers={"cache-control": "no-store"},
+    )
 
 
 async def chat_stream(request: Request) -> Response:

@@ -87,7 +87,8 @@ async def open_writer(
     before anything is sent (503)."""
     log = stream_log(request)
     run_for = min(run.info.deadline.remaining(), LONGEST_RUN_S)
-    writer = StreamWriter(log, owner, thread_id, int(log.clock() + run_for) + LIVE_MARGIN_S)
+    until = int(log.clock() + run_for) + LIVE_MARGIN_S
+    writer = StreamWriter(log, owner, thread_id, until, run.context.cancel)
     try:
         await writer.open()
     except StoreError as exc:

@@ -7,6 +7,12 @@ its first frame is 50 ms old, one write at a time and at least 50 ms apart (at m
 writes a second), and everything left at the end, followed by the head saying ``ended``. A
 store that fails while the run streams costs the log, never the live answer: the log stops
 there (a reader stops at its last item) and the run goes on.
+
+Its client leaving does not stop a resumable run; a caller asking does
+(``POST /chat/stream/cancel``): at once when the run is in this process (``stop_here``), and
+from any other instance through the log's ``stop`` item, which the writer reads once a second
+while the run streams (``STOP_POLL_S``). The run then stops as a run whose client left always
+did: it finishes its tool round, which its thread keeps.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+from agentloop.limits import CancelToken
 from agentloop.store import StoreError
 from agentloop.streams import keys
 from agentloop.streams.log import ENDED, LIVE, Head, StreamLog
@@ -24,13 +31,36 @@ logger = logging.getLogger(__name__)
 
 BATCH_FRAMES = 16
 BATCH_S = 0.05
+STOP_POLL_S = 1.0
+"""How often a streaming run's writer reads whether a caller asked it to stop."""
+
+_HERE: dict[tuple[str, str], tuple[str, CancelToken]] = {}
+"""The runs this process is logging, by (owner, thread): their run key and cancel token."""
+
+
+def stop_here(owner: str, thread_id: str, run_key: str) -> bool:
+    """Stop the run ``run_key`` if this process runs it (True if it did)."""
+    found = _HERE.get((owner, thread_id))
+    if found is None or found[0] != run_key:
+        return False
+    found[1].cancel()
+    return True
 
 
 class StreamWriter:
     """Logs one run's frames on its thread (``open`` first: the head says ``live``)."""
 
-    def __init__(self, log: StreamLog, owner: str, thread_id: str, until: int) -> None:
+    def __init__(
+        self,
+        log: StreamLog,
+        owner: str,
+        thread_id: str,
+        until: int,
+        cancel: CancelToken | None = None,
+    ) -> None:
         self.log, self.owner, self.thread_id, self.until = log, owner, thread_id, until
+        self.cancel = cancel
+        """The run's own token: set when a caller asks the run to stop."""
         self.run_key = keys.new_run_key()
         self.seq = 0
         self.written = 0
@@ -52,6 +82,10 @@ class StreamWriter:
     async def frames(self, source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """``source``'s frames with their ids, each logged; the log ends when they do."""
         flusher = asyncio.create_task(self._flush_loop())
+        watcher = None
+        if self.cancel is not None:
+            _HERE[(self.owner, self.thread_id)] = (self.run_key, self.cancel)
+            watcher = asyncio.create_task(self._watch_for_stop(self.cancel))
         try:
             async for frame in source:
                 if frame:
@@ -60,12 +94,28 @@ class StreamWriter:
                     self._add(frame)
                 yield frame
         finally:
+            if watcher is not None:
+                watcher.cancel()
+                if _HERE.get((self.owner, self.thread_id), ("",))[0] == self.run_key:
+                    del _HERE[(self.owner, self.thread_id)]
             self.closing = True
             self.wake.set()
             await flusher
             aclose = getattr(source, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    async def _watch_for_stop(self, cancel: CancelToken) -> None:
+        """Cancel the run once a caller asked it to stop (read every ``STOP_POLL_S``)."""
+        while not cancel.cancelled:
+            await asyncio.sleep(STOP_POLL_S)
+            try:
+                asked = await self.log.stop_asked(self.owner, self.thread_id, self.run_key)
+            except StoreError as exc:  # the next read tries again
+                logger.warning("could not read whether a run was asked to stop: %s", exc)
+                continue
+            if asked:
+                cancel.cancel()
 
     def _add(self, frame: bytes) -> None:
         if not self.pending:
