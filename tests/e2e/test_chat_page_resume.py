@@ -240,13 +240,20 @@ def test_a_reload_after_a_saved_round_shows_the_round_once(
     server.runs(1)
 
 
-def test_stop_stops_following_and_the_run_ends_on_the_server(
+def test_stop_asks_the_server_to_stop_a_resumable_run_after_its_round(
     page: Page, serve_chat: ServeChat, llm: ScriptedLLM
 ) -> None:
+    """A run on a thread is resumable, so the page's leaving would not stop it: Stop asks the
+    server (POST /chat/stream/cancel), which finishes the tool round and keeps it."""
     gate = threading.Event()
     server = serve_chat([gate_tool(gate)])
     llm.script(Reply(tool_calls=[call("gate", name="g1")]), Reply(text="Opened it."))
     open_chat(page, server, extra_tools="gate")
+    cancels: list[int] = []
+    page.on(
+        "response",
+        lambda r: cancels.append(r.status) if "/chat/stream/cancel" in r.url else None,
+    )
     try:
         send(page, "Open the gate.")
         expect(page.locator('.tool-card[data-name="gate"]')).to_have_attribute(
@@ -255,17 +262,20 @@ def test_stop_stops_following_and_the_run_ends_on_the_server(
         page.get_by_role("button", name="Stop").click()
         wait_for_reply(page, "stopped")
         alert = page.locator(REPLY).last.get_by_role("alert")
-        expect(alert).to_contain_text("goes on to its end on the server")
+        expect(alert).to_contain_text("send “continue” to go on")
         expect(page.locator(".tool-status")).to_have_text("finishing on the server")
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.set_viewport_size({"width": 390, "height": 844})
-        page.screenshot(path=str(SHOTS / "stopped-following-390x844.png"))
+        page.screenshot(path=str(SHOTS / "stopped-390x844.png"))
     finally:
         gate.set()
     [run] = server.runs(1)
-    assert run.stop_reason == "completed"  # a resumable run outlives its client
+    assert run.stop_reason == "cancelled"  # asked to stop, after its round
+    assert cancels == [202]
+    assert len(llm.requests) == 1, "no model call after the round"
     page.reload()
-    expect(page.locator(f'{REPLY}[data-state="saved"] .answer')).to_have_text("Opened it.")
+    expect(page.locator('.tool-card[data-name="gate"]')).to_have_count(1)
+    expect(page.locator(f'{REPLY}[data-state="saved"] .answer').last).to_contain_text("cancelled")
 
 
 def test_a_run_that_ended_while_the_page_was_offline_is_shown_from_the_thread(

@@ -6,15 +6,16 @@
 // sends the whole conversation each time, as it did before threads (this.local).
 // A paused run lives in this page only: a reload loses it.
 // A run on a thread is resumable (resume.js): a dropped connection is picked up again where it
-// broke, and a page reloaded mid-answer follows the answer from its start. Stop only stops
-// following it: the server runs it to its end and keeps it in the thread.
+// broke, and a page reloaded mid-answer follows the answer from its start. Stop asks the
+// server to stop it (POST /chat/stream/cancel): it finishes its tool round, which the thread
+// keeps.
 
 import { dollars, el, number, plural } from "./dom.js";
 import { describeFailure, expectEventStream } from "./errors.js";
 import { stopReason } from "./labels.js";
 import { threadRefusal, threadsUnavailable } from "./refusals.js";
 import { Reply } from "./reply.js";
-import { forgetQuestion, onceEach, reconnect, rememberQuestion } from "./resume.js";
+import { cancelRun, forgetQuestion, onceEach, reconnect, rememberQuestion } from "./resume.js";
 import { renderSaved } from "./saved.js";
 import { chatUrl, loadUsage, selectedTools, toolList } from "./settings.js";
 import { readJsonEvents } from "./sse.js";
@@ -85,8 +86,21 @@ export class Chat {
     this.view.update(Boolean(this.current), Boolean(this.pause));
   }
 
+  // Stop: the page stops reading at once; a run on a thread, which the page's leaving does
+  // not stop (it is resumable), is asked to stop too: it finishes its tool round, which the
+  // thread keeps. If the server cannot be asked, the status says the run goes on.
   stop() {
-    if (this.current) this.current.controller.abort();
+    if (!this.current) return;
+    const { controller, request } = this.current;
+    if (request?.body?.resumable && this.thread) {
+      const thread = this.thread;
+      this.chosen()
+        .then((chosen) => cancelRun(chosen, thread))
+        .then((asked) => {
+          if (!asked) this.view.setStatus(NOT_STOPPED);
+        });
+    }
+    controller.abort();
   }
 
   // "New chat": the run in progress is stopped, a paused run's calls never run.
@@ -228,7 +242,7 @@ export class Chat {
   async stream(request, reply) {
     const controller = new AbortController();
     const started = this.generation;
-    this.current = { controller, reply };
+    this.current = { controller, reply, request };
     this.updateComposer();
     const seen = { id: 0 }; // the last frame shown
     const onEvent = onceEach(seen, (type, data) => {
@@ -400,12 +414,16 @@ function finishesOnServer(card) {
   if (card.el.dataset.status === "stopped") card.setStatus("finishing on the server", "stopped");
 }
 
-// Stop on a thread: the run was sent resumable, so the server does not cancel it when the
-// page stops reading; it runs to its end and keeps its answer in the thread.
+// Stop on a thread: the server is asked to stop the run after its tool round, which it keeps.
 const STOPPED_ON_THREAD =
-  "Stopped following this answer. The run cannot be cancelled from here: it goes on to its " +
-  "end on the server, and the whole answer will be kept in this conversation (reopen it, " +
-  "or reload the page, to see it). A message sent before it ends is refused.";
+  "Stopped. The server finishes the tool round in progress and keeps it in this " +
+  "conversation: send “continue” to go on from there.";
+
+// Stop on a thread when the server could not be asked to stop the run (it was sent
+// resumable, so the page's leaving does not stop it): it runs to its end and is kept.
+const NOT_STOPPED =
+  "The server could not be asked to stop: the answer goes on there and is kept in this " +
+  "conversation (reload the page to see it).";
 
 const RESUMED =
   "The connection dropped during this answer; the page picked it up again where it broke.";

@@ -49,6 +49,21 @@ export async function openStream(chosen, thread, after, signal) {
   return response;
 }
 
+// Stop on a thread: asks the server to stop the thread's run (a resumable run is not stopped
+// by the page leaving). It finishes its tool round, which the thread keeps, and its stream
+// ends with done. True when the server took it (202) or nothing ran any more (204).
+export async function cancelRun(chosen, thread) {
+  const headers = {};
+  if (chosen.token) headers.authorization = `Bearer ${chosen.token}`;
+  try {
+    const url = `${streamUrl(chosen.endpoint, thread).replace("/stream?", "/stream/cancel?")}`;
+    const response = await fetch(url, { method: "POST", headers, cache: "no-store" });
+    return response.status === 202 || response.status === 204;
+  } catch {
+    return false;
+  }
+}
+
 // Reads a stream's events into onEvent, which sees each frame once: a frame at or below the
 // last one seen (seen.id) is skipped. Frames without an id (a run not kept) all pass.
 export function onceEach(seen, onEvent) {
