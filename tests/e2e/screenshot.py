@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -212,13 +213,29 @@ def shoot_phone_states(browser: Browser, url: str, llm: ScriptedLLM, out: Path) 
     return written
 
 
+EARLIER_TITLES = ["Weekend train times to Marseille", "Plot of monthly rainfall", "Lyon museums"]
+
+
+def name_earlier_threads(url: str) -> None:
+    """The README picture's list shows other conversations than the one it asks: the earlier
+    shots' threads (the same question each) get titles of their own."""
+    import httpx
+
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(base_url=url, headers=auth, timeout=10) as client:
+        threads = client.get("/threads").json()["data"]
+        for thread, title in zip(threads, EARLIER_TITLES, strict=False):
+            client.patch(f"/threads/{thread['id']}", json={"title": title}).raise_for_status()
+
+
 def main(argv: list[str]) -> int:
     output = Path(argv[0]) if argv else ROOT / "docs" / "chat-page.png"
     from tests.helpers import TEST_CONFIG
     from tests.served import ServedApp, make_service
 
-    with ScriptedLLM() as llm:
+    with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as store:
         os.environ.update(
+            AGENTLOOP_STORE=f"sqlite:///{store}/store.db",  # the shots' threads only
             GROQ_BASE_URL=llm.groq_base_url,
             GROQ_API_KEY="screenshot",
             OPENAI_BASE_URL=llm.openai_base_url,
@@ -234,6 +251,7 @@ def main(argv: list[str]) -> int:
             try:
                 shots = shoot(browser, server.url, llm, SHOTS)
                 shots += shoot_phone_states(browser, server.url, llm, SHOTS)
+                name_earlier_threads(server.url)
                 page = open_page(browser, server.url, "1280x800")
                 script_answer(llm)
                 ask_and_wait(page)
