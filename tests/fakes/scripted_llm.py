@@ -127,11 +127,16 @@ class Reply:
     """Extra fields of the error object, e.g. Groq's ``failed_generation``."""
     cut_after: int | None = None
     empty: bool = False
+    text_pieces: list[str] | None = None
+    """The deltas ``text`` is streamed in (unset: token-like pieces, ``split_text``); a few
+    large ones send a long answer quickly."""
     interleave: bool = True
     """Interleave fragments of several tool calls round-robin (False: one call after another,
     as OpenAI itself sends them)."""
 
     def __post_init__(self) -> None:
+        if self.text_pieces is not None and "".join(self.text_pieces) != (self.text or ""):
+            raise ValueError("Reply(text_pieces=...) must join to its text")
         has_content = self.text is not None or bool(self.tool_calls)
         if self.empty and has_content:
             raise ValueError("Reply(empty=True) cannot also have text or tool calls")
@@ -306,7 +311,8 @@ def build_chunks(reply: Reply, request: RecordedRequest, serial: int) -> list[JS
 
     first_extra: JSON = {"x_groq": {"id": groq_id}} if flavour == "groq" else {}
     chunks = [chunk({"role": "assistant", "content": ""}, **first_extra)]
-    chunks += [chunk({"content": piece}) for piece in split_text(reply.text or "")]
+    pieces = split_text(reply.text or "") if reply.text_pieces is None else reply.text_pieces
+    chunks += [chunk({"content": piece}) for piece in pieces]
 
     per_call: list[list[JSON]] = []
     for index, (spec, call_id) in enumerate(

@@ -213,7 +213,8 @@ def test_a_snapshot_larger_than_an_item_continues(
     any_store: Store, clock: Clock, llm: ScriptedLLM
 ) -> None:
     long = "word " * 120_000  # 600 KB: more than one DynamoDB item (400 KB)
-    llm.script(Reply(text=long), Reply(text="short"))
+    pieces = [long[i : i + 60_000] for i in range(0, len(long), 60_000)]  # streamed quickly
+    llm.script(Reply(text=long, text_pieces=pieces), Reply(text="short"))
     with Served(any_store, clock) as served:
         client = served.client()
         first = client.responses.create(model=MODEL, input="Q1")
