@@ -130,3 +130,28 @@ def test_bad_thread_runs_are_422_before_anything_runs(
     assert response.json()["error"]["param"] == param
     assert llm.requests == []
     assert served.call("GET", "/threads").json()["data"] == []
+
+
+def test_a_turn_sent_again_after_its_answer_was_lost_is_a_409_not_kept_twice(
+    served: ThreadedApp, llm: ScriptedLLM
+) -> None:
+    """The client's view holds fewer of the user's turns than the thread: the turn it sends
+    as new was answered already (its answer never reached the client)."""
+    llm.script(Reply(text="Hello."), Reply(text="Hello again."), Reply(text="Fine."))
+    first = served.call("POST", "/ag-ui", json=run_input())
+    assert first.status_code == 200, first.text
+    again = served.call("POST", "/ag-ui", json=run_input(runId="r2"))
+    assert again.status_code == 409, again.text
+    assert "moved on" in again.json()["error"]["message"]
+    assert served.kept(THREAD) == [("user", "hi"), ("assistant", "Hello.")]
+    assert len(llm.requests) == 1
+    caught_up = [
+        {"id": "u1", "role": "user", "content": "hi"},
+        {"id": "a1", "role": "assistant", "content": "Hello."},
+        {"id": "u2", "role": "user", "content": "hi"},
+    ]
+    same_words = served.call("POST", "/ag-ui", json=run_input(runId="r3", messages=caught_up))
+    assert same_words.status_code == 200, "the same words again, as a new turn, are kept"
+    kept = served.kept(THREAD)
+    assert kept is not None
+    assert [text for role, text in kept if role == "user"] == ["hi", "hi"]

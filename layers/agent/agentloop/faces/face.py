@@ -96,6 +96,12 @@ class Face(Generic[R]):
         (``threads()``: the app's thread store, made at its first use); None: nothing."""
         return None
 
+    def user_turns_seen(self, request: R) -> int | None:
+        """On a thread, for a protocol whose client sends its whole view: how many of the
+        user's turns it held before the new ones (a thread with more is a 409: a turn sent
+        again after its answer was lost); None: the client sends only what is new."""
+        return None
+
     def frames(self, request: R, run: FaceRun) -> AsyncIterator[bytes]:
         raise NotImplementedError
 

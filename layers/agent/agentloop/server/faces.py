@@ -77,6 +77,7 @@ async def serve(face: Face[Any], request: Request) -> Response:
         params,
         can_ask=face.can_ask,
         client_thread_ids=client_ids,
+        user_turns_seen=face.user_turns_seen(body),
     )
     if chat_request.resumable:
         return await _resumable(face, body, request, who, run, chat_request, kept)

@@ -86,6 +86,7 @@ async def start_run(
     *,
     can_ask: bool = True,
     client_thread_ids: bool = False,
+    user_turns_seen: int | None = None,
 ) -> StartedRun:
     """Plan ``chat_request`` (422) and start its run; every face runs the agent this way.
 
@@ -93,7 +94,9 @@ async def start_run(
     ``response_format``) where the face's protocol carries them. A face that cannot ask a
     person for approval says so (``can_ask``): it is not offered the tools that need one.
     A face whose clients make their conversations' ids says so (``client_thread_ids``): a
-    ``thread_id`` the caller has no thread of yet starts one (``threads.runs.open_thread``).
+    ``thread_id`` the caller has no thread of yet starts one, and one whose clients send
+    their whole view says how many user turns it held (``user_turns_seen``: a thread with
+    more is a 409; see ``threads.runs.open_thread``).
 
     With limits (``service.quota``) the run's maximum is reserved here, before any model
     call (429 over a limit, 503 if the store is down), and settled when its events end."""
@@ -101,9 +104,8 @@ async def start_run(
     context = _context(service, info, who)
     on_thread = None
     if chat_request.thread_id is not None:  # 404, 409 (busy) or 503 before anything is spent
-        chat_request, on_thread = await _open_thread(
-            request, who, chat_request, info, client_thread_ids
-        )
+        seen = (client_thread_ids, user_turns_seen)
+        chat_request, on_thread = await _open_thread(request, who, chat_request, info, seen)
         context.on_round = on_thread.save_round
     try:  # a continuation is checked with the caller's signer (ChatContext.signer)
         plan = plan_request(
@@ -147,7 +149,7 @@ async def _open_thread(
     who: Principal,
     chat_request: ChatRequest,
     info: InvocationInfo,
-    client_ids: bool,
+    seen: tuple[bool, int | None],
 ) -> tuple[ChatRequest, ThreadRun]:
     """The request with its thread's messages first, and the run's claim on the thread."""
     from agentloop.server.threads import thread_http_error, thread_store
@@ -157,8 +159,15 @@ async def _open_thread(
 
     threads = thread_store(request)
     try:
-        remaining = info.deadline.remaining()
-        return await open_thread(threads, who.id, chat_request, remaining, client_ids=client_ids)
+        client_ids, user_turns = seen
+        return await open_thread(
+            threads,
+            who.id,
+            chat_request,
+            info.deadline.remaining(),
+            client_ids=client_ids,
+            user_turns_seen=user_turns,
+        )
     except (ThreadError, StoreError) as exc:
         raise thread_http_error(exc) from exc
 

@@ -28,6 +28,7 @@ from agentloop.threads import (
     InvalidThreadInput,
     ThreadBusy,
     ThreadError,
+    ThreadMovedOn,
     ThreadNotFound,
     ThreadStore,
     threads_from_env,
@@ -64,7 +65,7 @@ def thread_http_error(exc: ThreadError | StoreError) -> HttpError:
     """The answer for what the thread store refused (404, 409, 400) or could not do."""
     if isinstance(exc, ThreadNotFound):
         return HttpError(404, "not_found", "no such thread")
-    if isinstance(exc, ThreadBusy):
+    if isinstance(exc, ThreadBusy | ThreadMovedOn):
         return HttpError(409, "conflict", str(exc))
     if isinstance(exc, InvalidThreadInput):
         return HttpError(400, "invalid_request_error", str(exc))

@@ -20,6 +20,7 @@ from agentloop.threads.errors import (
     ThreadBusy,
     ThreadError,
     ThreadExists,
+    ThreadMovedOn,
     ThreadNotFound,
 )
 from agentloop.threads.info import MAX_TITLE_CHARS, ThreadInfo
@@ -34,6 +35,7 @@ __all__ = [
     "ThreadError",
     "ThreadExists",
     "ThreadInfo",
+    "ThreadMovedOn",
     "ThreadNotFound",
     "ThreadPage",
     "ThreadStore",

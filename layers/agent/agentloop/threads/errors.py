@@ -30,5 +30,17 @@ class ThreadBusy(ThreadError):
         self.until = until
 
 
+class ThreadMovedOn(ThreadError):
+    """The client's view of the thread is behind the server's: it holds fewer of the user's
+    turns than the thread (a turn sent again after its answer was lost): 409, so nothing is
+    kept twice; the client reloads the thread."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this thread has moved on since the messages you sent: an earlier turn of yours "
+            "was answered already; load the thread again"
+        )
+
+
 class InvalidThreadInput(ThreadError, ValueError):
     """A title, an append key or messages this layer will never store (a 400 at the edge)."""

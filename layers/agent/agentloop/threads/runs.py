@@ -25,11 +25,12 @@ from agentloop.models import (
     AssistantMessage,
     ChatRequest,
     Message,
+    UserMessage,
     messages_from_wire,
     to_wire,
 )
 from agentloop.store import StoreError, StoreUnavailable
-from agentloop.threads.errors import ThreadError, ThreadExists, ThreadNotFound
+from agentloop.threads.errors import ThreadError, ThreadExists, ThreadMovedOn, ThreadNotFound
 from agentloop.threads.store import ThreadStore
 
 logger = logging.getLogger(__name__)
@@ -127,12 +128,16 @@ async def open_thread(
     run_for_s: float,
     *,
     client_ids: bool = False,
+    user_turns_seen: int | None = None,
 ) -> tuple[ChatRequest, ThreadRun]:
     """Claim ``request``'s thread for ``run_for_s`` (plus a margin) and put its messages
     before the request's. ThreadNotFound unless ``owner`` has it, ThreadBusy while another
     run holds it; ``"new"`` makes the thread first. With ``client_ids`` (a protocol whose
     client makes its conversations' ids: the AI SDK's chat id, AG-UI's threadId) an id the
-    owner does not have yet starts a thread of that id, in the owner's own namespace."""
+    owner does not have yet starts a thread of that id, in the owner's own namespace. A face
+    whose client sends its whole view says how many of the user's turns it holds before the
+    new ones (``user_turns_seen``): a thread with more has answered one the client did not
+    see, and keeping the new ones would keep that turn twice (ThreadMovedOn, 409)."""
     assert request.thread_id is not None
     thread_id, created = request.thread_id, False
     if thread_id == NEW_THREAD:
@@ -147,6 +152,9 @@ async def open_thread(
     try:
         thread = await threads.load(owner, thread_id)
         history = messages_from_wire(thread.messages)
+        turns = sum(isinstance(m, UserMessage) for m in history)
+        if user_turns_seen is not None and turns > user_turns_seen:
+            raise ThreadMovedOn()
     except ValidationError as exc:  # written by us: the store gave back something else
         await held.release()
         raise StoreUnavailable("the thread could not be read", str(exc)[:300]) from exc

@@ -19,6 +19,9 @@ class AgUiFace(Face[RunAgentInput]):
     def client_thread_ids(self, request: RunAgentInput) -> bool:
         return request.on_thread
 
+    def user_turns_seen(self, request: RunAgentInput) -> int | None:
+        return request.user_turns_seen() if request.on_thread else None
+
     def plan_params(self, request: RunAgentInput) -> Mapping[str, str]:
         return request.plan_params()
 

@@ -16,7 +16,7 @@ from agentloop.faces.ag_ui.messages import (
 )
 from agentloop.faces.options import AskingAgentOptions, option_params
 from agentloop.http_api import HttpError, first_problem
-from agentloop.models import NEW_THREAD, Approval, ChatRequest, Message
+from agentloop.models import NEW_THREAD, Approval, ChatRequest, Message, UserMessage
 
 
 class AgUiOptions(AskingAgentOptions):
@@ -130,6 +130,12 @@ class RunAgentInput(Loose):
         return ChatRequest(
             messages=new_turn(self.messages), model=options.model, **options.chat_fields()
         )
+
+    def user_turns_seen(self) -> int:
+        """The user's turns the client holds before this run's (``new_turn``'s) ones."""
+        own = [m for m in self.messages if m.subagentRunId is None]
+        new = sum(isinstance(m, UserMessage) for m in new_turn(self.messages))
+        return sum(m.role == "user" for m in own) - new
 
     def plan_params(self) -> dict[str, str]:
         """Where AG-UI carries what a plan may refuse (``start_run``'s params)."""
