@@ -141,7 +141,7 @@ def test_a_dropped_connection_resumes_and_the_answer_is_shown_once(
     posts = requests_to(page, "/chat")
     llm.script(
         Reply(text="Let me echo first.", tool_calls=[call("echo", text="ping")]),
-        Reply(text=ANSWER, chunk_delay=0.05),
+        Reply(text=ANSWER, chunk_delay=0.03),
     )
     open_chat(page, through, extra_tools="echo")
     send(page, "Echo, then count.")
@@ -186,7 +186,7 @@ def test_a_reload_mid_answer_follows_it_to_its_end(
     page: Page, serve_chat: ServeChat, llm: ScriptedLLM
 ) -> None:
     server = serve_chat([])
-    llm.script(Reply(text="Hi there."), Reply(text=ANSWER, chunk_delay=0.04))
+    llm.script(Reply(text="Hi there."), Reply(text=ANSWER, chunk_delay=0.03))
     open_chat(page, server)
     send(page, "Hello")
     wait_for_reply(page)

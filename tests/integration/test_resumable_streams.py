@@ -80,7 +80,7 @@ def text_of(found: list[JSON]) -> str:
 def test_a_dropped_stream_resumes_after_its_last_id_and_the_run_goes_on(
     served: ThreadedApp, llm: ScriptedLLM
 ) -> None:
-    llm.script(Reply(text=ANSWER, chunk_delay=0.05))
+    llm.script(Reply(text=ANSWER, chunk_delay=0.02))
     body = {"messages": [{"role": "user", "content": "Count."}], "thread_id": "new"}
     with (
         httpx.Client(base_url=served.url, timeout=20) as client,
@@ -135,7 +135,7 @@ def test_without_last_event_id_the_whole_stream_is_replayed_then_nothing_runs(
 def test_204_when_nothing_runs_404_for_another_principal_or_no_thread(
     served: ThreadedApp, llm: ScriptedLLM
 ) -> None:
-    llm.script(Reply(text="Hi."), Reply(text=ANSWER, chunk_delay=0.05))
+    llm.script(Reply(text="Hi."), Reply(text=ANSWER, chunk_delay=0.02))
     plain = {"messages": [{"role": "user", "content": "Hi"}], "thread_id": "new"}
     response = served.call("POST", "/chat", json=plain)
     thread_id = messages(response.text)[0]["data"]["thread_id"]

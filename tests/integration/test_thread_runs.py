@@ -5,6 +5,7 @@ and another principal's thread."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from agentloop.threads import ThreadStore
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import parse_sse
 from tests.sample_tools import echo, gate_tool, sleeper
-from tests.served import AUTH, TOKEN, ServedApp, make_service
+from tests.served import AUTH, PRINCIPAL, TOKEN, ServedApp, make_service
 from tests.store_backends import Clock, sqlite_store
 
 OTHER = "al_other-token-456"
@@ -280,7 +281,7 @@ def test_fifty_runs_on_fifty_threads_lose_nothing(
     """Through the app on SQLite (the thread store's own tests race appends on DynamoDB)."""
     llm.respond_with(lambda req: Reply(text=f"answer to {req.messages[-1]['content']}"))
     with Served(sqlite_store(tmp_path / "store.db", clock), clock) as served:
-        ids = [ask(served, "new", f"q{i}")[0]["thread_id"] for i in range(50)]
+        ids = asyncio.run(_seeded(served.app.state.threads, 50))  # type: ignore[attr-defined]
         results: dict[int, list[dict[str, Any]]] = {}
 
         def go(i: int) -> None:
@@ -309,3 +310,17 @@ def test_a_store_that_is_down_is_a_503(tmp_path: Path, clock: Clock, llm: Script
         answer = served.chat({"messages": [{"role": "user", "content": "x"}], "thread_id": "new"})
     assert answer.status_code == 503, answer.text
     assert llm.requests == []
+
+
+async def _seeded(threads: ThreadStore, count: int) -> list[str]:
+    """``count`` threads of the test's caller, each with one exchange, as a run leaves them."""
+    ids = []
+    for i in range(count):
+        made = await threads.create(PRINCIPAL.id)
+        exchange = [
+            {"role": "user", "content": f"q{i}"},
+            {"role": "assistant", "content": f"answer to q{i}"},
+        ]
+        await threads.append(PRINCIPAL.id, made.id, exchange, key="seed")
+        ids.append(made.id)
+    return ids

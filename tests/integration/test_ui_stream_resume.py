@@ -29,7 +29,7 @@ def served(tmp_path: Path) -> Iterator[ThreadedApp]:
 def test_a_reloaded_page_resumes_the_answer_in_flight(
     served: ThreadedApp, llm: ScriptedLLM
 ) -> None:
-    llm.script(Reply(text=ANSWER, chunk_delay=0.05))
+    llm.script(Reply(text=ANSWER, chunk_delay=0.03))
     out = run_node(
         "ui_resume_client.mjs",
         {"url": served.url, "token": TOKEN, "chatId": CHAT, "text": "Count to forty."},
