@@ -1,10 +1,12 @@
 """A run on a thread: the thread is claimed for the run (one run at a time), its messages go
-before the request's new ones, and when the run ends (its ``done``, which a run whose client
-left still reaches: the tool round in progress finishes first) the new messages and the run's
-are appended in one write, keyed by the run so a retried append is not written twice.
+before the request's new ones, and what the run adds is appended as it goes: the request's
+new messages as the run starts, each finished tool round, and the rest at its ``done`` (which
+a run whose client left still reaches: the tool round in progress finishes first). Each
+append is keyed by the run and its step, so a retried one is not written twice.
 
-The server (``server/runs.py``) opens the thread before the run is planned and wraps the
-run's events in :func:`saving`; the loop knows nothing of threads.
+The server (``server/runs.py``) opens the thread before the run is planned, tells the loop
+where to hand its rounds (``RunSetup.on_round``) and wraps the run's events in
+:func:`saving`; the loop knows nothing else of threads.
 """
 
 from __future__ import annotations
@@ -147,8 +149,7 @@ async def open_thread(
     run_key = "run_" + secrets.token_urlsafe(12)
     lease_s = min(run_for_s, LONGEST_RUN_S) + LEASE_MARGIN_S
     await threads.claim(owner, thread_id, run_key, lease_s)
-    held = ThreadRun(threads, owner, thread_id, run_key, to_wire(request.messages))
-    held.created = created
+    held = ThreadRun(threads, owner, thread_id, run_key, to_wire(request.messages), created=created)
     try:
         thread = await threads.load(owner, thread_id)
         history = messages_from_wire(thread.messages)
