@@ -19,6 +19,7 @@ import secrets
 from typing import Any
 
 from agentloop.threads.keys import owner_key
+from agentloop.threads.segments import slices
 
 HEAD = "head"
 STOP = "stop"
@@ -63,16 +64,9 @@ def stored_size(text: str) -> int:
 
 
 def pieces(text: str, limit: int = ITEM_BYTES - 100) -> list[str]:
-    """``text`` cut into pieces whose stored size is at most ``limit`` (one, usually)."""
-    out: list[str] = []
-    start = 0
-    while start < len(text) or not out:
-        end = min(len(text), start + limit)
-        while (size := stored_size(text[start:end])) > limit:
-            end = start + max(1, (end - start) * limit // size)
-        out.append(text[start:end])
-        start = end
-    return out
+    """``text`` cut into pieces whose stored size is at most ``limit`` (one, usually; an
+    empty frame is one empty piece). The threads' cutter, measured as frames are stored."""
+    return slices(text, limit, stored_size) or [""]
 
 
 def pack(frames: list[tuple[int, str]]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ loading joins an append's slices and parses them once.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agentloop.store import StoreError
@@ -43,13 +43,15 @@ def stored_size(text: str) -> int:
     return len(text) + text.count('"') + text.count("\\")
 
 
-def slices(text: str, limit: int = SEGMENT_BYTES) -> list[str]:
-    """``text`` cut into pieces whose stored size is at most ``limit``."""
+def slices(
+    text: str, limit: int = SEGMENT_BYTES, size_of: Callable[[str], int] = stored_size
+) -> list[str]:
+    """``text`` cut into pieces whose stored size (``size_of``) is at most ``limit``."""
     pieces: list[str] = []
     start = 0
     while start < len(text):
         end = min(len(text), start + limit)
-        while (size := stored_size(text[start:end])) > limit:
+        while (size := size_of(text[start:end])) > limit:
             end = start + max(1, (end - start) * limit // size)
         pieces.append(text[start:end])
         start = end
