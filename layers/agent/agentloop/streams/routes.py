@@ -25,7 +25,7 @@ from agentloop.server.streaming import STREAM_HEADERS, EventStreamResponse
 from agentloop.server.threads import thread_http_error, thread_store
 from agentloop.sse import heartbeat
 from agentloop.store import StoreError
-from agentloop.streams.log import DAY_S, StreamLog
+from agentloop.streams.log import DAY_S, Head, StreamLog
 from agentloop.streams.reader import Replay, replay
 from agentloop.streams.writer import stop_here
 from agentloop.threads import ThreadError, ThreadNotFound
@@ -55,16 +55,10 @@ async def resume_response(
 ) -> Response:
     """The caller's thread's current stream after frame ``after``, then live (404 unless the
     caller has the thread, 204 when nothing is streaming on it, 503 if the store is down)."""
-    if thread_id is None or not is_thread_id(thread_id):
-        raise thread_http_error(ThreadNotFound())
-    log = stream_log(request)
-    try:
-        await thread_store(request).get(who.id, thread_id)
-        head = await log.head(who.id, thread_id)
-    except (ThreadError, StoreError) as exc:
-        raise thread_http_error(exc) from exc
-    if head is None or not head.live(log.clock()):
-        return Response(status_code=204, headers={"cache-control": "no-store"})
+    live = await _live_head(request, who, thread_id)
+    if live is None:
+        return _nothing_runs()
+    log, thread_id, head = live
     service = service_of(request)
     deadline = invocation_info(request.headers).deadline
     stop = CancelToken()
@@ -74,6 +68,27 @@ async def resume_response(
     return EventStreamResponse(
         heartbeat(frames, service.heartbeat_s), stop, all_headers, drain=False
     )
+
+
+async def _live_head(
+    request: Request, who: Principal, thread_id: str | None
+) -> tuple[StreamLog, str, Head] | None:
+    """The log and head of the run streaming on the caller's thread, None when none is (404
+    unless the caller has the thread, another principal's included; 503 if the store is down)."""
+    if thread_id is None or not is_thread_id(thread_id):
+        raise thread_http_error(ThreadNotFound())
+    log = stream_log(request)
+    try:
+        await thread_store(request).get(who.id, thread_id)
+        head = await log.head(who.id, thread_id)
+    except (ThreadError, StoreError) as exc:
+        raise thread_http_error(exc) from exc
+    return None if head is None or not head.live(log.clock()) else (log, thread_id, head)
+
+
+def _nothing_runs() -> Response:
+    """The answer for a thread with no run streaming on it (nothing to resume or stop)."""
+    return Response(status_code=204, headers={"cache-control": "no-store"})
 
 
 def _stop_at(remaining_s: float) -> float:
@@ -95,18 +110,14 @@ async def cancel_stream(request: Request) -> Response:
     leaving does not); it finishes its tool round, which the thread keeps. 202 when asked,
     204 when nothing runs, 404 unless the caller has the thread."""
     who = authenticate(service_of(request), request)
-    thread_id = request.query_params.get("thread_id")
-    if thread_id is None or not is_thread_id(thread_id):
-        raise thread_http_error(ThreadNotFound())
-    log = stream_log(request)
+    live = await _live_head(request, who, request.query_params.get("thread_id"))
+    if live is None:
+        return _nothing_runs()
+    log, thread_id, head = live
     try:
-        await thread_store(request).get(who.id, thread_id)
-        head = await log.head(who.id, thread_id)
-        if head is None or not head.live(log.clock()):
-            return Response(status_code=204, headers={"cache-control": "no-store"})
         if not stop_here(who.id, thread_id, head.run_key):  # another instance runs it
             await log.ask_stop(who.id, thread_id, head.run_key)
-    except (ThreadError, StoreError) as exc:
+    except StoreError as exc:
         raise thread_http_error(exc) from exc
     return JSONResponse(
         {"thread_id": thread_id, "cancelling": True},
