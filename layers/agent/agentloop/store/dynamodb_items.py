@@ -86,9 +86,7 @@ def put_request(op: Put, now: int) -> Request:
         names = {"#pk": PK, "#exp": EXPIRES}
         request.condition("attribute_not_exists(#pk) OR #exp <= :now", names, {":now": n(now)})
     elif op.if_version is not None:
-        names = {"#ver": VERSION, "#exp": EXPIRES}
-        values = {":ver": n(op.if_version), ":now": n(now)}
-        request.condition(f"#ver = :ver AND {_NOT_EXPIRED}", names, values)
+        _at_version(request, op.if_version, now)
     return request
 
 
@@ -96,10 +94,15 @@ def delete_request(op: Delete, now: int) -> Request:
     checks.check_delete(op)
     request = Request("Delete", {"Key": key(op.partition, op.sort)})
     if op.if_version is not None:
-        names = {"#ver": VERSION, "#exp": EXPIRES}
-        values = {":ver": n(op.if_version), ":now": n(now)}
-        request.condition(f"#ver = :ver AND {_NOT_EXPIRED}", names, values)
+        _at_version(request, op.if_version, now)
     return request
+
+
+def _at_version(request: Request, version: int, now: int) -> None:
+    """Only if the item is live and at ``version`` (``if_version`` of a put or delete)."""
+    names = {"#ver": VERSION, "#exp": EXPIRES}
+    values = {":ver": n(version), ":now": n(now)}
+    request.condition(f"#ver = :ver AND {_NOT_EXPIRED}", names, values)
 
 
 def add_request(op: Add, now: int) -> Request:

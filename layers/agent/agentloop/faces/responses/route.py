@@ -6,13 +6,11 @@ others (``face.py``, served by ``server.faces``), which keeps its responses (``k
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agentloop.faces.responses.kept import not_found, response_store
-from agentloop.faces.responses.saved import ResponseNotFound, ResponseStore
+from agentloop.faces.responses.saved import ResponseNotFound, ResponseStore, StoredResponse
 from agentloop.http_api import HttpError
 from agentloop.server.identity import authenticate
 from agentloop.server.service import service_of
@@ -26,16 +24,15 @@ PRIVATE = {"cache-control": "no-store"}
 async def response(request: Request) -> Response:
     """``GET`` (the response object) or ``DELETE /v1/responses/{response_id}``."""
     store, owner, response_id = _caller(request)
+    if request.method != "DELETE":
+        return JSONResponse((await _load(store, owner, response_id)).response, headers=PRIVATE)
     try:
-        if request.method == "DELETE":
-            await store.delete(owner, response_id)
-            body: dict[str, Any] = {"id": response_id, "object": "response", "deleted": True}
-        else:
-            body = (await store.load(owner, response_id)).response
+        await store.delete(owner, response_id)
     except ResponseNotFound as exc:
         raise not_found() from exc
     except StoreError as exc:
         raise store_http_error(exc) from exc
+    body = {"id": response_id, "object": "response", "deleted": True}
     return JSONResponse(body, headers=PRIVATE)
 
 
@@ -44,12 +41,7 @@ async def input_items(request: Request) -> Response:
     input items (``order`` desc unless asked, as OpenAI's; ``after`` an item id)."""
     store, owner, response_id = _caller(request)
     order, limit, after = _list_params(request)
-    try:
-        items = (await store.load(owner, response_id)).input_items
-    except ResponseNotFound as exc:
-        raise not_found() from exc
-    except StoreError as exc:
-        raise store_http_error(exc) from exc
+    items = (await _load(store, owner, response_id)).input_items
     if order == "desc":
         items = items[::-1]
     if after is not None:
@@ -66,6 +58,16 @@ async def input_items(request: Request) -> Response:
         "has_more": len(items) > limit,
     }
     return JSONResponse(body, headers=PRIVATE)
+
+
+async def _load(store: ResponseStore, owner: str, response_id: str) -> StoredResponse:
+    """The caller's stored response (404 for another's or none; 503 if the store is down)."""
+    try:
+        return await store.load(owner, response_id)
+    except ResponseNotFound as exc:
+        raise not_found() from exc
+    except StoreError as exc:
+        raise store_http_error(exc) from exc
 
 
 def _caller(request: Request) -> tuple[ResponseStore, str, str]:
