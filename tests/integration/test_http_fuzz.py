@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -70,7 +71,9 @@ def fuzzed(llm_server: ScriptedLLM) -> Iterator[Fuzzed]:
         env.setenv("GROQ_API_KEY", "test-groq-key")
         env.setenv("AGENTLOOP_METRICS", "off")
         llm_server.reset()
-        llm_server.respond_with(lambda request: Reply(text="An answer."))
+        # JSON, so a request for a JSON answer gets one: the fuzz is after the app's faults,
+        # and an answer failing its format is the model's (a designed 502 on the OpenAI faces).
+        llm_server.respond_with(lambda request: Reply(text='{"answer": "An answer."}'))
         root.addHandler(log)
         try:
             with (
@@ -232,6 +235,8 @@ REQUESTS = st.fixed_dictionaries(
         )
         | JSON_VALUES,
         "surprise": JSON_VALUES,
+        "thread_id": st.sampled_from(["new", "th_missing", "", "../x"]) | TEXT | JSON_VALUES,
+        "resumable": st.booleans() | JSON_VALUES,
         # the OpenAI face's sampling fields and response_format; /chat's own
         "temperature": st.floats(-1, 3) | JSON_VALUES,
         "max_tokens": st.integers(-1, 10**7) | JSON_VALUES,
@@ -391,3 +396,54 @@ def test_raw_bodies_never_get_a_5xx(
     fuzzed: Fuzzed, route: str, body: bytes, content_type: str | None
 ) -> None:
     check_answer(fuzzed, route, body, content_type)
+
+
+# -- the routes that take an id from the client: threads, streams, stored responses ---------
+
+IDS = st.sampled_from(["new", "th_missing", "resp_missing", "x" * 129, "..", "%00"]) | TEXT
+ID_ROUTES = st.sampled_from(
+    [
+        ("GET", "/threads/{id}"),
+        ("PATCH", "/threads/{id}"),
+        ("DELETE", "/threads/{id}"),
+        ("GET", "/threads?limit={id}&cursor={id}"),
+        ("GET", "/chat/stream?thread_id={id}"),
+        ("POST", "/chat/stream/cancel?thread_id={id}"),
+        ("GET", "/api/chat/{id}/stream"),
+        ("GET", "/v1/responses/{id}"),
+        ("DELETE", "/v1/responses/{id}"),
+        ("GET", "/v1/responses/{id}/input_items?order={id}&limit={id}&after={id}"),
+    ]
+)
+
+
+@FUZZ
+@given(
+    route=ID_ROUTES,
+    ident=IDS,
+    last_event_id=st.none() | TEXT,
+    body=JSON_VALUES | st.fixed_dictionaries({"title": TEXT | JSON_VALUES}),
+)
+def test_ids_queries_and_headers_of_the_kept_routes_never_get_a_5xx(
+    fuzzed: Fuzzed, route: tuple[str, str], ident: str, last_event_id: str | None, body: Any
+) -> None:
+    """An id the caller has no object of is a 404, never another's object and never a 5xx;
+    a bad query, header or body a precise 4xx; nothing running on a thread a 204."""
+    method, template = route
+    path = template.replace("{id}", quote(ident.encode("utf-8", "surrogatepass"), safe=""))
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    if last_event_id is not None and last_event_id.isprintable() and last_event_id.isascii():
+        headers["last-event-id"] = last_event_id
+    before = len(fuzzed.log.records)
+    content = json.dumps(body).encode() if method == "PATCH" else None
+    if content is not None:
+        headers["content-type"] = "application/json"
+    response = fuzzed.client.request(method, path, content=content, headers=headers)
+    event(f"{method} {template} {response.status_code}")
+    assert response.status_code < 500, response.text  # 2xx, a 307 for "/threads/", or a 4xx
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        assert error["code"] == response.status_code
+        assert isinstance(error["message"], str)
+        assert error["message"]
+    assert fuzzed.log.failures(since=before) == []
