@@ -265,6 +265,8 @@ def test_stop_asks_the_server_to_stop_a_resumable_run_after_its_round(
         expect(alert).to_contain_text("send “continue” to go on")
         expect(page.locator(".tool-status")).to_have_text("finishing on the server")
         SHOTS.mkdir(parents=True, exist_ok=True)
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.screenshot(path=str(SHOTS / "stopped-1280x800.png"))
         page.set_viewport_size({"width": 390, "height": 844})
         page.screenshot(path=str(SHOTS / "stopped-390x844.png"))
     finally:
