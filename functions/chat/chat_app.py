@@ -78,6 +78,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/usage", Deferred("agentloop.server.usage:usage"), methods=["GET"]),
         Route("/threads", Deferred(f"{threads}:list_threads"), methods=["GET"]),
         Route("/threads/{thread_id}", Deferred(f"{threads}:thread"), methods=THREAD_METHODS),
+        Route("/files/{file_id}", Deferred("agentloop.server.files:get_file"), methods=["GET"]),
         Route("/tools", Deferred(f"{pages}:list_tools"), methods=["GET"]),
         Route("/auth/config", Deferred("agentloop.server.signin:auth_config"), methods=["GET"]),
         Route("/", Deferred(f"{pages}:Page", STATIC_DIR / "index.html"), methods=["GET"]),

@@ -154,7 +154,7 @@ LIMITS_BODY = {"messages": [USER] * 201}
             "messages[0] has 100001 characters",
             "messages.0.content",
         ),
-        ("application/json", b" " * 1_000_001, 413, "the limit is 1000000", None),
+        ("application/json", b" " * 6_000_001, 413, "the limit is 6000000", None),
         (
             "application/json",
             json.dumps({"messages": [USER], "model": "mistral:large"}).encode(),

@@ -187,7 +187,7 @@ def read_until_closed(sock: socket.socket) -> tuple[int, dict[str, Any], bytes]:
 
 # -- 2. a 413 the client can read ---------------------------------------------------------------
 
-BIG = 7_000_000  # 7 times the 1 MB limit, past what loopback socket buffers absorb: no luck
+BIG = 14_000_000  # over twice the 6 MB limit, past what loopback socket buffers absorb: no luck
 
 
 def _post_urllib(port: int, path: str) -> tuple[int, dict[str, Any]]:
@@ -229,9 +229,9 @@ def _post_raw(port: int, path: str) -> tuple[int, dict[str, Any]]:
 @pytest.mark.parametrize(
     ("post", "fragment"),
     [
-        (_post_urllib, f"request body is {BIG} bytes; the limit is 1000000"),
-        (_post_chunked, "request body exceeds the limit of 1000000 bytes"),
-        (_post_raw, f"request body is {BIG} bytes; the limit is 1000000"),
+        (_post_urllib, f"request body is {BIG} bytes; the limit is 6000000"),
+        (_post_chunked, "request body exceeds the limit of 6000000 bytes"),
+        (_post_raw, f"request body is {BIG} bytes; the limit is 6000000"),
     ],
     ids=["urllib", "chunked", "raw-socket"],
 )
@@ -257,7 +257,7 @@ def test_mcp_answers_a_declared_oversized_body_readably() -> None:
     with serve(make_service([echo])) as server:
         status, body = _post_urllib(server.port, "/mcp")
     assert status == 413
-    assert body["error"]["message"] == f"request body is {BIG} bytes; the limit is 1000000"
+    assert body["error"]["message"] == f"request body is {BIG} bytes; the limit is 6000000"
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -270,7 +270,7 @@ def test_fetch_reads_the_413_of_a_7mb_body(route: str) -> None:
     assert "thrown" not in result, result
     assert result["status"] == 413
     assert result["body"]["error"]["message"] == (
-        f"request body is {BIG} bytes; the limit is 1000000"
+        f"request body is {BIG} bytes; the limit is 6000000"
     )
 
 
@@ -302,7 +302,7 @@ def wait_closed(sock: socket.socket) -> None:
             pass
 
 
-@pytest.mark.parametrize("declared", [2_000_000, 50_000_000])
+@pytest.mark.parametrize("declared", [7_000_000, 50_000_000])
 def test_a_declared_oversized_body_is_answered_at_once(declared: int) -> None:
     # Before: a declared length under the old 4 MB drain bound waited out the 10 s body
     # timeout before its 413. Now the answer comes at once, and a client that then sends
@@ -317,7 +317,7 @@ def test_a_declared_oversized_body_is_answered_at_once(declared: int) -> None:
             closed = time.monotonic() - started
 
     assert status == 413
-    assert f"request body is {declared} bytes; the limit is 1000000" in body["error"]["message"]
+    assert f"request body is {declared} bytes; the limit is 6000000" in body["error"]["message"]
     assert answered < 3, "answered well before the 10 s body timeout"
     assert closed < 5, "the connection is not held for long"
 
@@ -325,10 +325,10 @@ def test_a_declared_oversized_body_is_answered_at_once(declared: int) -> None:
 def test_the_413_is_read_while_the_body_is_still_coming() -> None:
     # A client may read while it sends (an HTTP/2-era habit): it has the answer at once.
     with serve(make_service([echo])) as server:
-        sock = send_head(server.port, "/chat", content_length=BIG, body=b" " * 2_000_000)
+        sock = send_head(server.port, "/chat", content_length=BIG, body=b" " * 7_000_000)
         with sock:
             status, body = read_answer(sock)
-            sock.sendall(b" " * (BIG - 2_000_000))
+            sock.sendall(b" " * (BIG - 7_000_000))
             wait_closed(sock)
     assert status == 413
     assert body["error"]["type"] == "request_too_large"

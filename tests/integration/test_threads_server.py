@@ -201,7 +201,7 @@ def test_bad_requests_are_precise_4xx(served: Served, threads: ThreadStore, cloc
         ({"json": {"title": "  "}}, 400, "title"),
         ({"json": {"title": "x" * 201}}, 400, "title"),
         ({"json": {"title": "a\u0000b"}}, 400, "title"),
-        ({"content": b"x" * 2_000_000, "headers": {"content-type": "application/json"}}, 413, None),
+        ({"content": b"x" * 7_000_000, "headers": {"content-type": "application/json"}}, 413, None),
     ]
     for kwargs, status, param in bodies:
         answer = served.call("PATCH", path, **kwargs)

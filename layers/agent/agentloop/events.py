@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from agentloop.files.models import FileRef
 from agentloop.models import Message, PendingCall, StopReason, Usage
 
 
@@ -81,6 +82,15 @@ class ToolCallResult(_Event):
     ok: bool
     duration_ms: float
     content: str = Field(description="The tool result exactly as the model sees it.")
+
+
+class FileMade(_Event):
+    """A file a tool call made (a chart, a CSV) and kept for the caller; sent after the call's
+    ``tool_call_result``. The model is told its name, type and size, never sent its bytes."""
+
+    type: Literal["file"] = "file"
+    call_id: str
+    file: FileRef
 
 
 class ApprovalRequest(_Event):
@@ -224,6 +234,7 @@ Event = Annotated[
     | TextReset
     | ToolCallStart
     | ToolCallResult
+    | FileMade
     | ApprovalRequest
     | SubagentStart
     | SubagentFinish

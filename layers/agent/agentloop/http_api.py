@@ -64,7 +64,8 @@ class HttpError(Exception):
 class RequestLimits:
     """Bounds checked before anything else reads the request (see docs/architecture.md)."""
 
-    max_body_bytes: int = 1_000_000
+    max_body_bytes: int = 6_000_000
+    """Lambda's own bound on a request; room for a few MB of attachments in base64."""
     max_messages: int = 200
     max_message_chars: int = 100_000
     max_json_depth: int = 64

@@ -24,6 +24,7 @@ from agentloop.events import (
     Done,
     ErrorCode,
     ErrorEvent,
+    FileMade,
     Notice,
     ToolCallResult,
     ToolCallStart,
@@ -435,6 +436,8 @@ class AgentLoop:
                     )
                 )
                 self.state.sources.see(finished)
+                for file in result.files:
+                    self.emit(FileMade(call_id=call.id, file=file))
                 self.state.records.append(ToolRecord(call, result.ok, content))
                 return content
 

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
+from agentloop.files.models import Attachments
+
 StopReason = Literal[
     "completed",
     "max_iterations",
@@ -362,6 +364,11 @@ class ChatRequest(_Strict):
         "lost it can reconnect (GET /chat/stream with Last-Event-ID) and get the rest. Needs "
         "thread_id. The run then goes on to its end when its client leaves, spending as it "
         "would have: that is why it is asked for.",
+    )
+    attachments: Attachments | None = Field(
+        default=None,
+        description="A person's files for this turn (at most 10, 4 MiB each, base64): put in "
+        "execute_code's working directory (in a thread, kept with it) and named to the model.",
     )
     resume: str | None = Field(
         default=None,

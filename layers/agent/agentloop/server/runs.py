@@ -108,6 +108,7 @@ async def start_run(
         chat_request, on_thread = await _open_thread(request, who, chat_request, info, seen)
         context.on_round = on_thread.save_round
     try:  # a continuation is checked with the caller's signer (ChatContext.signer)
+        chat_request = await _with_workspace(request, who, chat_request, context, on_thread)
         plan = plan_request(
             chat_request, service.config, service.tools, context.signer, can_ask=can_ask
         )
@@ -170,6 +171,29 @@ async def _open_thread(
         )
     except (ThreadError, StoreError) as exc:
         raise thread_http_error(exc) from exc
+
+
+async def _with_workspace(
+    request: Request,
+    who: Principal,
+    chat_request: ChatRequest,
+    context: ChatContext,
+    on_thread: ThreadRun | None,
+) -> ChatRequest:
+    """The run's working directory for execute_code (the thread's, if it is on one), with the
+    request's attachments put in it and named to the model (413 if they do not fit, 503 if
+    the file store is down)."""
+    from agentloop.files.workspace import WORKSPACE_KEY, Workspace
+    from agentloop.server.files import files_store
+
+    thread_id = on_thread.thread_id if on_thread is not None else None
+    workspace = Workspace(who.id, files_store(request), thread_id)
+    context.extras[WORKSPACE_KEY] = workspace
+    if not chat_request.attachments:
+        return chat_request
+    from agentloop.server.attachments import attach
+
+    return await attach(workspace, chat_request, on_thread)
 
 
 async def _reserve(

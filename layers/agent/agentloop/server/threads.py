@@ -99,15 +99,41 @@ async def thread(request: Request) -> Response:
     try:
         if request.method == "DELETE":
             await threads.delete(who.id, thread_id)
+            await _delete_files(request, who, thread_id)
             body: dict[str, Any] = {"id": thread_id, "object": "thread.deleted", "deleted": True}
         elif title is not None:
             body = (await threads.rename(who.id, thread_id, title)).to_json()
         else:
             loaded = await threads.load(who.id, thread_id)
-            body = {**loaded.info.to_json(), "messages": loaded.messages}
+            files = await _files(request, who, thread_id)
+            body = {**loaded.info.to_json(), "messages": loaded.messages, "files": files}
     except (ThreadError, StoreError) as exc:
         raise thread_http_error(exc) from exc
     return JSONResponse(body, headers=PRIVATE)
+
+
+async def _files(request: Request, who: Principal, thread_id: str) -> list[dict[str, Any]]:
+    """The thread's kept files with fresh links (a 503 if the file store is down)."""
+    from agentloop.files.blobs import FilesUnavailable
+    from agentloop.server.files import files_http_error, files_store
+
+    try:
+        refs = await files_store(request).thread_files(who.id, thread_id)
+    except FilesUnavailable as exc:
+        raise files_http_error(exc) from exc
+    return [ref.model_dump(mode="json") for ref in refs]
+
+
+async def _delete_files(request: Request, who: Principal, thread_id: str) -> None:
+    """The thread's files go with it; if the file store is down they are left for its
+    expiry (the thread itself is gone already), and the log says so."""
+    from agentloop.files.blobs import FilesUnavailable
+    from agentloop.server.files import files_store
+
+    try:
+        await files_store(request).delete_thread(who.id, thread_id)
+    except (FilesUnavailable, HttpError) as exc:
+        logger.error("a deleted thread's files were left to expire: %s", exc)
 
 
 def _caller(request: Request) -> tuple[Principal, ThreadStore]:

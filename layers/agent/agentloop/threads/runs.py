@@ -60,6 +60,12 @@ class ThreadRun:
     """The thread was made for this run (``"new"``, or a client's new id)."""
     _question: asyncio.Task[None] | None = field(default=None, repr=False)
 
+    def note_on_question(self, note: str) -> None:
+        """Add ``note`` to the request's last message as the thread will keep it (what was
+        attached to it)."""
+        if self.sent and isinstance(self.sent[-1].get("content"), str):
+            self.sent[-1] = {**self.sent[-1], "content": self.sent[-1]["content"] + note}
+
     def keep_question(self) -> None:
         """The run starts: append the request's new messages now, beside its first model
         call (not before it), so a reader of the thread mid-run (a reloaded page) sees the

@@ -21,7 +21,7 @@ from agentloop.limits import CancelToken, Deadline, TokenBudget
 from agentloop.models import ToolCall
 from agentloop.tools.base import NestedRuns, Tool, ToolContext, ToolError
 from agentloop.tools.registry import ToolRegistry
-from agentloop.tools.results import ToolResult
+from agentloop.tools.results import ToolOutput, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,8 @@ class ToolExecutor:
         except Exception as exc:
             logger.warning("tool %s raised %s", call.name, type(exc).__name__, exc_info=True)
             return ToolResult.failure(f"{call.name} failed: {type(exc).__name__}: {exc}")
+        if isinstance(value, ToolOutput):
+            return ToolResult(ok=True, result=value.result, files=value.files)
         return ToolResult(ok=True, result=value)
 
     def _past_limit(self, name: str) -> ToolResult | None:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentloop.files.models import FileRef
 
 
 def truncate_middle(text: str, limit: int) -> str:
@@ -27,11 +30,21 @@ def truncate_middle(text: str, limit: int) -> str:
 
 
 @dataclass(frozen=True)
+class ToolOutput:
+    """What a tool returns when it made files besides its result: the loop sends a ``file``
+    event for each after the call's result."""
+
+    result: Any
+    files: tuple[FileRef, ...] = ()
+
+
+@dataclass(frozen=True)
 class ToolResult:
     ok: bool
     result: Any = None
     error: str | None = None
     hint: str | None = None
+    files: tuple[FileRef, ...] = ()
 
     @classmethod
     def denied(cls, reason: str | None) -> ToolResult:
