@@ -23,6 +23,7 @@ say so. ``auto`` (the default) is ``namespaces`` where bwrap works and otherwise
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import secrets
@@ -37,6 +38,7 @@ from typing import Literal
 from agentloop.config import ConfigurationError
 from agentloop.sandbox import seccomp
 from agentloop.sandbox._supervisor import SECCOMP_FD
+from agentloop.sandbox.stack import VIEW_DIR, Stack
 
 IsolationSetting = Literal["auto", "namespaces", "unisolated"]
 IsolationMode = Literal["namespaces", "unisolated"]
@@ -60,11 +62,15 @@ class IsolationUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Isolation:
-    """How the local backend runs a program; ``bwrap`` is set in ``namespaces`` mode."""
+    """How the local backend runs a program; ``bwrap`` is set in ``namespaces`` mode.
+
+    ``stack`` is the libraries the program gets besides the standard library (read-only).
+    """
 
     mode: IsolationMode
     bwrap: str | None = None
     setpriv: str | None = None
+    stack: Stack | None = None
 
     @property
     def helpers(self) -> int:
@@ -137,9 +143,10 @@ def fixed_env(home: str, tmp: str) -> dict[str, str]:
     }
 
 
-def code_env() -> dict[str, str]:
-    """The program's environment inside the namespaces."""
-    return fixed_env(SANDBOX_DIR, "/tmp")
+def code_env(stack: Stack | None = None) -> dict[str, str]:
+    """The program's environment inside the namespaces (with the stack's additions)."""
+    env = fixed_env(SANDBOX_DIR, "/tmp")
+    return env | stack.env(VIEW_DIR, "/tmp") if stack else env
 
 
 def namespace_argv(
@@ -163,11 +170,14 @@ def namespace_argv(
     args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]  # multiprocessing
     args += ["--perms", "1777", "--size", size, "--tmpfs", SANDBOX_DIR]
     args += ["--ro-bind", code_file, f"{SANDBOX_DIR}/main.py", "--chdir", SANDBOX_DIR]
+    if isolation.stack is not None:
+        args += _parents(VIEW_DIR, set())
+        args += isolation.stack.namespace_args()
     args += ["--remount-ro", "/"]  # the new root is a tmpfs too: not a place to write
     if seccomp.program() is not None:
         args += ["--seccomp", SECCOMP_FD]  # the supervisor puts the filter in a pipe there
     args += ["--clearenv"]
-    for name, value in code_env().items():
+    for name, value in code_env(isolation.stack).items():
         args += ["--setenv", name, value]
     run_uid: int | None = None
     args.append("--")
@@ -238,16 +248,16 @@ def namespaces() -> Isolation:
     return isolation
 
 
-def resolve(setting: IsolationSetting) -> Isolation:
-    """The isolation for ``setting``.
+def resolve(setting: IsolationSetting, stack: Stack | None = None) -> Isolation:
+    """The isolation for ``setting``, giving programs ``stack``.
 
     Raises IsolationUnavailable for ``auto`` where namespaces cannot be had (execute_code is
     then left out) and ConfigurationError for ``namespaces`` (the server does not start).
     """
     if setting == "unisolated":
-        return Isolation("unisolated")
+        return Isolation("unisolated", stack=stack)
     try:
-        return namespaces()
+        return dataclasses.replace(namespaces(), stack=stack)
     except IsolationUnavailable as exc:
         if setting == "namespaces":
             raise ConfigurationError(

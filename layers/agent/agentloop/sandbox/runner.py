@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentloop.sandbox import _supervisor, cgroups, seccomp
+from agentloop.config import ConfigurationError
+from agentloop.sandbox import _supervisor, cgroups, seccomp, stack
 from agentloop.sandbox.files import remove_tree
 from agentloop.sandbox.isolation import Isolation, fixed_env, interpreter, namespace_argv
 from agentloop.sandbox.models import RunOutcome, SandboxLimits
@@ -258,19 +259,40 @@ def run_python(
     if not sys.executable:
         raise SandboxError("no Python interpreter path (sys.executable) to run code with")
     try:
+        isolation = isolation or Isolation("unisolated", stack=stack.from_env())
+    except ConfigurationError as exc:
+        raise SandboxError(str(exc)) from exc
+    try:
         workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=tmp_root)
     except OSError as exc:
         raise SandboxError(f"could not create a work directory: {exc}") from exc
     try:
         Path(workdir, CODE_FILE).write_text(code, encoding="utf-8")
-        return _run_in(workdir, limits, cancel, isolation or Isolation("unisolated"))
+        return _run_in(workdir, limits, cancel, isolation)
     finally:
         remove_tree(workdir)
 
 
-def _program(workdir: str, limits: SandboxLimits, isolation: Isolation) -> tuple[list[str], bool]:
+def _with_stack(workdir: str, isolation: Isolation) -> tuple[list[str], dict[str, str]]:
+    """The interpreter's isolation flags, and the environment additions for the stack.
+
+    With a stack, ``-I`` becomes ``-s -P``: isolated mode without ``-E``, so that PYTHONPATH
+    (the stack's ``site``) is read. That lets in nothing from outside: the program's whole
+    environment is the fixed one made here (or bwrap's ``--clearenv`` list), never inherited.
+    Under namespaces bwrap shows the stack and sets its variables (``isolation.py``).
+    """
+    if isolation.stack is None:
+        return ["-I"], {}
+    if isolation.mode == "namespaces":
+        return ["-s", "-P"], {}
+    return ["-s", "-P"], isolation.stack.prepare_unisolated(workdir)
+
+
+def _program(
+    workdir: str, limits: SandboxLimits, isolation: Isolation, flags: list[str]
+) -> tuple[list[str], bool]:
     """The code's command line, and whether it runs as a uid of its own."""
-    python = [sys.executable, "-I", "-B", "-u", "-X", "faulthandler", CODE_FILE]
+    python = [sys.executable, *flags, "-B", "-u", "-X", "faulthandler", CODE_FILE]
     if isolation.mode != "namespaces":
         return python, False
     python[0] = interpreter()
@@ -312,11 +334,12 @@ def _supervised(
     group: cgroups.RunCgroup | None,
 ) -> RunOutcome:
     """Start the supervisor, read its pipes until the run is over, and judge its report."""
-    argv, own_uid = _program(workdir, limits, isolation)
+    flags, stack_env = _with_stack(workdir, isolation)
+    argv, own_uid = _program(workdir, limits, isolation, flags)
     report_r, report_w = os.pipe()
     config = _supervisor_config(argv, own_uid, limits, isolation, group, report_w)
     started = time.monotonic()
-    proc = _start_supervisor(workdir, config, report_r, report_w)
+    proc = _start_supervisor(workdir, config, report_r, report_w, stack_env)
     output = _Output(_Capture(limits.max_stdout_bytes), _Capture(limits.max_stderr_bytes))
     runner_stop = _read_to_end(proc, report_r, output, limits, started, cancel)
     # Believed only from a supervisor that ended by itself with status 0: a program that
@@ -353,7 +376,7 @@ def _supervisor_config(
 
 
 def _start_supervisor(
-    workdir: str, config: dict[str, Any], report_r: int, report_w: int
+    workdir: str, config: dict[str, Any], report_r: int, report_w: int, extra: dict[str, str]
 ) -> subprocess.Popen[bytes]:
     """Start the supervisor in a session of its own; afterwards only it holds ``report_w``."""
     try:
@@ -361,7 +384,7 @@ def _start_supervisor(
         return subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), json.dumps(config)],
             cwd=workdir,
-            env=scrubbed_env(workdir),
+            env=scrubbed_env(workdir) | extra,  # the program inherits it
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
