@@ -50,6 +50,7 @@ def _own_store(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     own, never in the working directory's default one (a test that wants another sets it)."""
     folder = tmp_path_factory.mktemp("store")
     monkeypatch.setenv("AGENTLOOP_STORE", f"sqlite:///{folder}/store.db")
+    monkeypatch.setenv("AGENTLOOP_FILES_DIR", str(folder / "files"))
 
 
 @pytest.fixture

@@ -146,3 +146,51 @@ def gate_tool(gate: threading.Event) -> Tool:
         raise ToolError("the gate was never opened")
 
     return gate_fn
+
+
+def tiny_png(width: int = 4, height: int = 3) -> bytes:
+    """A valid RGB PNG made with the standard library (a red-to-blue gradient)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(
+        b"\x00" + b"".join(bytes((255 - 60 * x, 40, 60 * x)) for x in range(width))
+        for _ in range(height)
+    )
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+class FileArgs(BaseModel):
+    name: str = Field(default="chart.png", max_length=200)
+    text: str | None = Field(default=None, description="Content of a text file; else a PNG.")
+
+
+def make_file_tool() -> Tool:
+    """``make_file``: keeps a file for the caller the way execute_code does (through the run's
+    workspace), so faces and the page can be tested without the sandbox's stack."""
+    from agentloop.files.artifacts import Made
+    from agentloop.files.workspace import WORKSPACE_KEY, Workspace
+    from agentloop.tools.results import ToolOutput
+
+    @tool(name="make_file")
+    async def make_file(args: FileArgs, ctx: ToolContext) -> ToolOutput:
+        """Make a file (a small PNG chart unless text is given) and show it to the person."""
+        workspace = ctx.extras.get(WORKSPACE_KEY)
+        if not isinstance(workspace, Workspace):
+            raise ToolError("this run keeps no files")
+        data = args.text.encode() if args.text is not None else tiny_png()
+        refs = await workspace.keep([Made(args.name, data)], ctx.call_id)
+        made = [{"name": r.name, "media_type": r.media_type, "size": r.size} for r in refs]
+        return ToolOutput({"files": made}, tuple(refs))
+
+    return make_file

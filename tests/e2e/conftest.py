@@ -107,6 +107,7 @@ def _threads_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test's conversations (the page keeps every chat in a thread) in its own SQLite
     store, not in the working directory's default one."""
     monkeypatch.setenv("AGENTLOOP_STORE", f"sqlite:///{tmp_path / 'store.db'}")
+    monkeypatch.setenv("AGENTLOOP_FILES_DIR", str(tmp_path / "files"))
 
 
 ServeChat = Callable[..., ServedApp]

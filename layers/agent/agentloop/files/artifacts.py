@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from agentloop.files.blobs import Blob, Blobs, FilesUnavailable
 from agentloop.files.media import media_type
 from agentloop.files.models import FileRef
+from agentloop.files.names import safe_name
 
 DEFAULT_URL_TTL_S = 3600
 
@@ -60,10 +61,11 @@ class Artifacts:
         refs: list[FileRef] = []
         for item in made:
             file_id = new_file_id()
-            media = media_type(item.name)
+            name = safe_name(item.name)
+            media = media_type(name)
             meta = {
                 "owner": digest(owner),
-                "name": item.name,
+                "name": name,
                 "media_type": media,
                 "size": str(len(item.data)),
                 "call_id": call_id or "",
