@@ -29,9 +29,9 @@ MIN_RUN_S = 0.5
 
 DESCRIPTION = (
     "Run a Python 3 program and return its exit_code, stdout and stderr. Use it to compute, "
-    "parse or check things exactly instead of guessing. Only the standard library is "
-    "available; every call starts from scratch (no variables or files are kept between "
-    "calls); do not count on network access. Limits: {timeout:g} s by default (ask for up to "
+    "parse or check things exactly instead of guessing. {libraries}; every call starts "
+    "from scratch (no variables or files are kept between calls); do not count on network "
+    "access. Limits: {timeout:g} s by default (ask for up to "
     "{max_timeout:g} s with timeout_s), {memory} MB of memory, {processes} processes and "
     "threads, files up to {file_mb} MB in the working directory. Only what the program prints "
     "comes back, so print() the results; output over about {stdout:,} characters is cut (the "
@@ -76,7 +76,7 @@ def execute_code_tool(settings: SandboxSettings | None = None) -> Tool:
 
     @tool(
         name="execute_code",
-        description=_description(limits, max_timeout),
+        description=_description(limits, max_timeout, config.offered_libraries()),
         timeout_s=max_timeout + overhead,
     )
     async def execute_code(args: ExecuteCodeArgs, ctx: ToolContext) -> dict[str, Any]:
@@ -95,9 +95,18 @@ def execute_code_tool(settings: SandboxSettings | None = None) -> Tool:
     return execute_code
 
 
-def _description(limits: SandboxLimits, max_timeout: float) -> str:
-    """The tool's description, with the limits this server really applies."""
+def _description(
+    limits: SandboxLimits, max_timeout: float, libraries: list[str] | None = None
+) -> str:
+    """The tool's description, with the limits and libraries this server really has."""
+    installed = (
+        f"Besides the standard library, {', '.join(libraries)} are installed (matplotlib "
+        "draws off-screen: save figures with savefig)"
+        if libraries
+        else "Only the standard library is available"
+    )
     return DESCRIPTION.format(
+        libraries=installed,
         timeout=limits.timeout_s,
         max_timeout=max_timeout,
         memory=limits.memory_mb,
