@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentloop.tools.base import Tool, ToolContext, ToolError, tool
+from agentloop.tools.results import ToolOutput
 
 
 class KeyArgs(BaseModel):
@@ -180,7 +181,6 @@ def make_file_tool() -> Tool:
     workspace), so faces and the page can be tested without the sandbox's stack."""
     from agentloop.files.artifacts import Made
     from agentloop.files.workspace import WORKSPACE_KEY, Workspace
-    from agentloop.tools.results import ToolOutput
 
     @tool(name="make_file")
     async def make_file(args: FileArgs, ctx: ToolContext) -> ToolOutput:
