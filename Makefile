@@ -28,7 +28,7 @@ $(DEV_STAMP): $(STAMP)
 
 install: $(DEV_STAMP) ## create .venv with the project, its test and lint tools
 
-test: $(DEV_STAMP) chromium bwrap node-clients ## run every test (Chromium and bubblewrap are installed as root)
+test: $(DEV_STAMP) chromium bwrap node-clients sandbox-stack ## run every test (Chromium and bubblewrap are installed as root)
 	$(BIN)/python -m pytest
 
 # ---- code isolation: execute_code runs local programs under bubblewrap (Debian's bubblewrap,
@@ -44,6 +44,19 @@ bwrap: ## make sure bubblewrap is there for execute_code's isolation (apt-get in
 	fi
 	@command -v bwrap >/dev/null 2>&1 || echo "note: bubblewrap (bwrap) is not installed: \
 	execute_code's isolation tests will skip, and make dev will not offer execute_code"
+
+# ---- execute_code's libraries: numpy, pandas and matplotlib (functions/sandbox/requirements.txt)
+# for this project's interpreter in .sandbox-stack/ (about 190 MB, 10-30 s): site/ (pip
+# --target, without the libraries' test suites), matplotlib's font list built once, and
+# manifest.json (the versions). Programs get it read-only (docs/tools.md); it is rebuilt, whole,
+# only when the requirements change. make package builds the sandbox function's layer of it.
+STACK_STAMP := .sandbox-stack/manifest.json
+.PHONY: sandbox-stack
+sandbox-stack: $(STACK_STAMP) ## install numpy, pandas, matplotlib for execute_code's programs (.sandbox-stack)
+
+$(STACK_STAMP): functions/sandbox/requirements.txt | $(STAMP)
+	$(BIN)/python functions/package.py --local-stack .sandbox-stack
+	touch $@
 
 # ---- client libraries: the protocol faces are tested with the real JavaScript clients (the
 # `ai` package, @ai-sdk/react, @ag-ui/client, esbuild for the React page), run by the
@@ -137,7 +150,7 @@ PORT ?= 8000
 AGENTLOOP_AUTH_MODE ?= none
 export AGENTLOOP_AUTH_MODE
 
-dev: $(STAMP) bwrap ## serve the chat app on http://127.0.0.1:$(PORT) (keys from the environment; installs only the server)
+dev: $(STAMP) bwrap sandbox-stack ## serve the chat app on http://127.0.0.1:$(PORT) (keys from the environment; installs only the server)
 	$(BIN)/python -m uvicorn --app-dir functions/chat --host 127.0.0.1 --port $(PORT) chat_app:app
 
 # The sample events carry "Bearer local-dev-token": make invoke checks it like the deployed app.
@@ -179,5 +192,5 @@ validate: $(INFRA_STAMP) ## cfn-lint and sam validate --lint on template.yaml (o
 prices: $(STAMP) ## remake agentloop/prices.json (the flat prices) from the installed genai-prices
 	$(BIN)/python -m agentloop.price_snapshot
 
-package: ## build the layer and the functions for python3.13/arm64 into build/, print sizes
+package: sandbox-stack ## build the layers and the functions for python3.13/arm64 into build/, print sizes
 	$(PYTHON) functions/package.py

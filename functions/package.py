@@ -5,8 +5,13 @@
                           requirements the layer lacks
     build/sandbox/        functions/sandbox/*.py (the runner is in the layer)
     build/research/       functions/research/*.py (planner and worker share this CodeUri)
+    build/sandbox-stack/  sandbox-stack/: functions/sandbox/requirements.txt (numpy, pandas,
+                          matplotlib) for execute_code's programs, at /opt/sandbox-stack
     build/agent-layer.zip, build/chat-function.zip, build/sandbox-function.zip,
-    build/research-function.zip
+    build/research-function.zip, build/sandbox-stack-layer.zip
+
+``--local-stack DIR`` instead builds the same stack for this interpreter (``make
+sandbox-stack``): ``DIR/site``, the matplotlib font list and ``DIR/manifest.json``.
 
 Dependencies come as binary wheels for the Lambda target (``pip --platform``), so nothing is
 compiled for this machine. The chat function's requirements are resolved against the versions
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import email.parser
+import json
 import os
 import re
 import shutil
@@ -44,6 +50,27 @@ MB = 1024 * 1024
 
 # Fixed timestamp so that unchanged inputs give byte-identical zips.
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+# execute_code's scientific stack: where the layer puts it (AGENTLOOP_SANDBOX_STACK on the
+# sandbox function), the libraries its manifest names, and the interpreter that compiles its
+# bytecode for Lambda (imports from a read-only layer could not cache any).
+STACK_REQUIREMENTS = SANDBOX_SOURCE / "requirements.txt"
+STACK_NAME = "sandbox-stack"
+STACK_OPT = f"/opt/{STACK_NAME}"
+
+# Run by the stack's own interpreter: a font list of matplotlib's bundled fonts only, so it is
+# the same wherever the stack is (matplotlib stores those paths relative to its data dir) and
+# never names a system font that a sandbox lacks (a missing font makes matplotlib rebuild).
+FONTLIST_SCRIPT = """
+import json, sys
+from matplotlib import font_manager as fm
+system_fonts = fm.findSystemFonts
+fm.findSystemFonts = lambda fontpaths=None, fontext="ttf": (
+    system_fonts(fontpaths, fontext) if fontpaths else [])
+manager = fm.FontManager()
+fm.json_dump(manager, sys.argv[1])
+print(json.dumps({"version": fm.FontManager.__version__}))
+"""
 
 
 def pip_install(target: Path, requirements: Path, constraints: Path | None = None) -> None:
@@ -172,6 +199,181 @@ def build_handlers(build: Path, name: str, source: Path) -> Path:
     return target
 
 
+# What programs never use: build inputs (C sources, headers, Cython) and type stubs.
+BUILD_ONLY = ("*.c", "*.h", "*.pxd", "*.pyx", "*.pyi")
+
+
+def prune_stack(site: Path) -> None:
+    """Remove what programs never use (about 90 MB with bytecode), so the stack fits Lambda.
+
+    The libraries' own test suites; build inputs and type stubs; and fontTools' compiled
+    speed-ups (12 MB): each is its own ``.py`` module compiled with Cython, which fontTools
+    imports instead when the extension is missing (matplotlib uses it to subset fonts).
+    """
+    for tests in sorted(site.glob("*/**/tests"), reverse=True):
+        if tests.is_dir():
+            shutil.rmtree(tests)
+    for pattern in BUILD_ONLY:
+        for path in site.rglob(pattern):
+            path.unlink()
+    for extension in (site / "fontTools").rglob("*.so"):
+        if extension.with_name(extension.name.split(".", 1)[0] + ".py").is_file():
+            extension.unlink()
+
+
+def stack_env(site: Path, scratch: Path) -> dict[str, str]:
+    """The environment for running the stack's matplotlib at build time: nothing inherited."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(scratch),
+        "PYTHONPATH": str(site),
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": str(scratch),
+    }
+
+
+def build_fontlist(root: Path, site: Path) -> str:
+    """Write ``root/matplotlib/fontlist-v*.json`` (bundled fonts only); its path in ``root``."""
+    scratch = root / "fontlist-build"
+    scratch.mkdir()
+    built = scratch / "fontlist.json"
+    done = subprocess.run(
+        [sys.executable, "-s", "-P", "-c", FONTLIST_SCRIPT, str(built)],
+        env=stack_env(site, scratch),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    version = json.loads(done.stdout.splitlines()[-1])["version"]
+    entries = json.loads(built.read_text("utf-8"))
+    names = [e["fname"] for e in entries["ttflist"] + entries["afmlist"]]
+    if not names or any(os.path.isabs(name) for name in names):
+        raise SystemExit("error: the font list must name matplotlib's bundled fonts only")
+    # The name matplotlib looks for in its cache dir (MPLCONFIGDIR), where the runner puts it.
+    relative = f"matplotlib/fontlist-v{version}.json"
+    (root / relative).parent.mkdir()
+    built.rename(root / relative)
+    shutil.rmtree(scratch)
+    return relative
+
+
+def requirement_names(requirements: Path) -> list[str]:
+    """The distributions a requirements file pins, normalised, in its order."""
+    names = []
+    for line in requirements.read_text("utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(re.sub(r"[-_.]+", "-", re.split(r"[=<>!~\[; ]", line)[0]).lower())
+    return names
+
+
+def write_manifest(root: Path, site: Path, fontlist: str, python: str) -> dict[str, object]:
+    """``root/manifest.json``: what the runner and the tool description read."""
+    installed = distributions(site)
+    manifest: dict[str, object] = {
+        "python": python,
+        "site": "site",
+        "fontlist": fontlist,
+        "libraries": {name: installed[name][0] for name in requirement_names(STACK_REQUIREMENTS)},
+        "distributions": {name: version for name, (version, _) in sorted(installed.items())},
+    }
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
+    return manifest
+
+
+def build_local_stack(target: Path) -> int:
+    """The stack for this interpreter in ``target`` (``make sandbox-stack``), swapped in whole."""
+    target = target.resolve()
+    scratch = target.with_name(target.name + ".new")
+    shutil.rmtree(scratch, ignore_errors=True)
+    site = scratch / "site"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    # --no-warn-conflicts: pip would compare the stack with this virtualenv's own packages.
+    command += ["--no-warn-conflicts", "--only-binary=:all:", "--target", str(site)]
+    command += ["-r", str(STACK_REQUIREMENTS)]
+    print(f"pip install -r {show(STACK_REQUIREMENTS)} -> {show(target)}/site")
+    subprocess.run(command, check=True)
+    shutil.rmtree(site / "bin", ignore_errors=True)
+    prune_stack(site)
+    fontlist = build_fontlist(scratch, site)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    write_manifest(scratch, site, fontlist, version)
+    (scratch / ".gitignore").write_text("*\n", "utf-8")
+    shutil.rmtree(target, ignore_errors=True)
+    scratch.rename(target)
+    return 0
+
+
+def local_fontlist(local: Path, matplotlib_version: str) -> Path:
+    """The local stack's font list, if its matplotlib is the layer's (the same bundled fonts)."""
+    try:
+        manifest = json.loads((local / "manifest.json").read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        message = f"error: no local stack in {show(local)} ({exc}): run make sandbox-stack"
+        raise SystemExit(message) from exc
+    built = manifest.get("libraries", {}).get("matplotlib")
+    if built != matplotlib_version:
+        raise SystemExit(
+            f"error: {show(local)} has matplotlib {built}, the layer {matplotlib_version}: "
+            "run make sandbox-stack"
+        )
+    return local / str(manifest["fontlist"])
+
+
+def find_python313() -> str | None:
+    """A python3.13 that runs: $PYTHON313, on PATH, or pyenv's (a pyenv shim may not run)."""
+    candidates = [os.environ.get("PYTHON313"), shutil.which("python3.13")]
+    candidates += sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.13*/bin/python3.13"))
+    for candidate in filter(None, candidates):
+        try:
+            done = subprocess.run(
+                [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 13))"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if done.returncode == 0 and done.stdout.strip() == "True":
+            return candidate
+    return None
+
+
+def compile_for_lambda(site: Path) -> None:
+    """Bytecode for python3.13, valid whatever the files' times (the zip sets them to 1980).
+
+    Without it every program would compile numpy, pandas and matplotlib again on import:
+    the layer is read-only, so nothing could be cached.
+    """
+    python = find_python313()
+    if python is None:
+        print("warning: no python3.13 (set PYTHON313): the stack layer has no bytecode, so each")
+        print("         program compiles what it imports (seconds per run on Lambda)")
+        return
+    command = [python, "-m", "compileall", "-q", "-j", "0"]
+    command += ["--invalidation-mode", "unchecked-hash", "-s", str(site)]
+    subprocess.run([*command, "-p", f"{STACK_OPT}/site", str(site)], check=True)
+
+
+def build_stack_layer(build: Path, local: Path) -> Path:
+    """The sandbox function's stack layer: ``sandbox-stack/`` (at /opt/sandbox-stack)."""
+    layer = build / "sandbox-stack"
+    root = layer / STACK_NAME
+    site = root / "site"
+    shutil.rmtree(layer, ignore_errors=True)
+    site.mkdir(parents=True)
+    pip_install(site, STACK_REQUIREMENTS)
+    strip(site)
+    prune_stack(site)
+    fontlist = local_fontlist(local, distributions(site)["matplotlib"][0])
+    relative = f"matplotlib/{fontlist.name}"
+    (root / "matplotlib").mkdir()
+    shutil.copyfile(fontlist, root / relative)
+    write_manifest(root, site, relative, PYTHON_VERSION)
+    compile_for_lambda(site)
+    return layer
+
+
 def zip_dir(source: Path, archive: Path) -> None:
     """Zip source's contents (paths relative to it) with file modes kept (run.sh stays +x)."""
     archive.unlink(missing_ok=True)
@@ -191,7 +393,21 @@ def tree_size(root: Path) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
+    parser.add_argument(
+        "--local-stack",
+        type=Path,
+        metavar="DIR",
+        help="only build execute_code's stack for this interpreter in DIR (make sandbox-stack)",
+    )
+    parser.add_argument(
+        "--stack-source",
+        type=Path,
+        default=ROOT / ".sandbox-stack",
+        help="the local stack whose font list the layer reuses (make sandbox-stack)",
+    )
     args = parser.parse_args(argv)
+    if args.local_stack is not None:
+        return build_local_stack(args.local_stack)
     build: Path = args.build_dir.resolve()
     build.mkdir(parents=True, exist_ok=True)
 
@@ -199,35 +415,55 @@ def main(argv: list[str] | None = None) -> int:
     chat = build_chat(build, layer / "python")
     sandbox = build_handlers(build, "sandbox", SANDBOX_SOURCE)
     research = build_handlers(build, "research", RESEARCH_SOURCE)
+    stack = build_stack_layer(build, args.stack_source.resolve())
     artifacts = [
         ("agent layer", layer, build / "agent-layer.zip"),
         ("chat function", chat, build / "chat-function.zip"),
         ("sandbox func.", sandbox, build / "sandbox-function.zip"),
         ("research func.", research, build / "research-function.zip"),
+        ("sandbox stack", stack, build / "sandbox-stack-layer.zip"),
     ]
     for _, directory, archive in artifacts:
         zip_dir(directory, archive)
+    sizes = print_sizes(artifacts)
+    within = [
+        check_limit(
+            "chat function + agent layer",
+            sizes[chat] + sizes[layer],
+            "; the Lambda Web Adapter layer adds a few MiB more",
+        ),
+        check_limit(
+            "sandbox function + agent layer + stack layer",
+            sizes[sandbox] + sizes[layer] + sizes[stack],
+        ),
+    ]
+    return 0 if all(within) else 1
 
+
+def print_sizes(artifacts: list[tuple[str, Path, Path]]) -> dict[Path, int]:
+    """The table of files and sizes; each directory's unzipped size."""
     print()
     print(f"{'artifact':<15} {'files':>6} {'unzipped':>11} {'zipped':>10}  zip")
-    total = 0
+    sizes: dict[Path, int] = {}
     for label, directory, archive in artifacts:
-        count, size = tree_size(directory)
-        if directory in (layer, chat):  # the others are a few kB each beside the layer
-            total += size
+        count, sizes[directory] = tree_size(directory)
         zipped = archive.stat().st_size
+        unzipped = sizes[directory] / MB
         print(
-            f"{label:<15} {count:>6} {size / MB:>7.1f} MiB {zipped / MB:>6.1f} MiB  {show(archive)}"
+            f"{label:<15} {count:>6} {unzipped:>7.1f} MiB {zipped / MB:>6.1f} MiB  {show(archive)}"
         )
+    print()
+    return sizes
+
+
+def check_limit(what: str, total: int, note: str = "") -> bool:
+    """Print ``what``'s unzipped size against Lambda's limit; False when over it."""
     share = 100 * total / UNZIPPED_LIMIT
-    print(
-        f"\nchat function + agent layer, unzipped: {total / MB:.1f} MiB of Lambda's 250 MiB "
-        f"limit ({share:.0f}%; the Lambda Web Adapter layer adds a few MiB more)"
-    )
+    print(f"{what}, unzipped: {total / MB:.1f} MiB of Lambda's 250 MiB limit ({share:.0f}%{note})")
     if total > UNZIPPED_LIMIT:
-        print("error: over Lambda's unzipped size limit", file=sys.stderr)
-        return 1
-    return 0
+        print(f"error: {what} is over Lambda's unzipped size limit", file=sys.stderr)
+        return False
+    return True
 
 
 if __name__ == "__main__":
