@@ -184,7 +184,8 @@ if os.fork() == 0:
     os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(60)", {marker!r}])
 open("../stray-file.txt", "w").write("left in /tmp for the next invocation")
 time.sleep(0.2)
-os.kill(os.getppid(), signal.SIGKILL)
+shuttle = os.getppid()  # the supervisor's child, which runs this program
+os.kill(int(open(f"/proc/{{shuttle}}/stat").read().rsplit(")", 1)[1].split()[1]), signal.SIGKILL)
 time.sleep(60)
 """
     script = (
@@ -260,17 +261,23 @@ async def test_lambda_outcome_matches_the_local_one(lambda_api: FakeLambda) -> N
     code = "import sys\nprint('out')\nsys.stderr.write('err')\nsys.exit(3)"
     limits = SandboxLimits(timeout_s=5)
 
-    remote = await lambda_settings(lambda_api).make_backend().run(code, limits)
-    local = await SandboxSettings().make_backend().run(code, limits)
+    remote = (await lambda_settings(lambda_api).make_backend().run(code, limits)).outcome
+    local = (await SandboxSettings().make_backend().run(code, limits)).outcome
 
     assert remote.model_dump(exclude={"duration_ms"}) == local.model_dump(exclude={"duration_ms"})
     assert (remote.exit_code, remote.stdout, remote.stderr) == (3, "out\n", "err")
 
 
 async def test_an_outcome_without_exit_code_crosses_the_lambda_api(lambda_api: FakeLambda) -> None:
-    code = "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(60)"
+    code = (
+        "import os, signal, time\n"
+        "shuttle = os.getppid()\n"
+        "supervisor = int(open(f'/proc/{shuttle}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+        "os.kill(supervisor, signal.SIGKILL)\ntime.sleep(60)"
+    )
 
-    outcome = await lambda_settings(lambda_api).make_backend().run(code, SandboxLimits(timeout_s=5))
+    backend = lambda_settings(lambda_api).make_backend()
+    outcome = (await backend.run(code, SandboxLimits(timeout_s=5))).outcome
 
     assert outcome.exit_code is None
     assert outcome.killed_by is None

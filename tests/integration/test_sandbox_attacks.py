@@ -61,7 +61,8 @@ def test_environment_and_parent_environ_hold_no_secrets(
 import os
 print("ENV", dict(os.environ))
 try:
-    print("PARENT", open(f"/proc/{os.getppid()}/environ", "rb").read())
+    supervisor = int(open(f"/proc/{os.getppid()}/stat").read().rsplit(")", 1)[1].split()[1])
+    print("PARENT", open(f"/proc/{supervisor}/environ", "rb").read())
 except PermissionError:
     print("PARENT unreadable")
 """
@@ -93,7 +94,8 @@ def test_limitation_code_can_read_the_runner_s_own_environment(tmp_path: Path) -
     """
     code = (
         "import os\n"
-        "supervisor = os.getppid()\n"
+        "shuttle = os.getppid()\n"
+        "supervisor = int(open(f'/proc/{shuttle}/stat').read().rsplit(')', 1)[1].split()[1])\n"
         "runner = int(open(f'/proc/{supervisor}/stat').read().rsplit(')', 1)[1].split()[1])\n"
         "print(open(f'/proc/{runner}/environ', 'rb').read())\n"
     )
@@ -280,7 +282,7 @@ def test_stopping_the_supervisor_falls_back_to_the_runner(
     code = """
 import os, signal, time
 print("stopping my supervisor", flush=True)
-os.kill(os.getppid(), signal.SIGSTOP)
+os.kill(int(open(f"/proc/{os.getppid()}/stat").read().rsplit(")", 1)[1].split()[1]), signal.SIGSTOP)
 time.sleep(60)
 """
     outcome = run(code, sandbox_root, SandboxLimits(timeout_s=1))
@@ -327,7 +329,7 @@ def test_a_report_written_beside_the_supervisor_s_is_not_believed(sandbox_root: 
     """Even where the pipe can be reached (root), a second report makes the report unreadable."""
     code = """
 import json, os
-supervisor = os.getppid()
+supervisor = int(open(f"/proc/{os.getppid()}/stat").read().rsplit(")", 1)[1].split()[1])
 try:
     args = open(f"/proc/{supervisor}/cmdline").read().split("\\0")
     config = json.loads(next(arg for arg in args if arg.startswith("{")))

@@ -358,10 +358,11 @@ def _nproc_limit(config: dict[str, Any]) -> tuple[int, int] | None:
     code gets a uid of its own (namespaces, as root); otherwise it is the tasks this uid
     already has plus the allowance, and root, which it does not bind, gets none.
     """
+    shuttles = int(config.get("shuttles", 0))  # the working directory's, run as the program
     if config.get("nproc_own_uid"):  # bwrap's helpers run as root: only the program counts
-        own = int(config["max_processes"]) + 1
+        own = int(config["max_processes"]) + 1 + shuttles
         return own, own
-    allowance = int(config["max_processes"]) + 1 + int(config.get("helpers", 0))
+    allowance = int(config["max_processes"]) + 1 + int(config.get("helpers", 0)) + shuttles
     if os.geteuid() == 0:
         return None
     soft = uid_task_count(os.getuid()) + allowance
@@ -374,7 +375,12 @@ def _nproc_limit(config: dict[str, Any]) -> tuple[int, int] | None:
 def _over_limit(me: int, config: dict[str, Any]) -> str | None:
     """The polled limits, where no kernel limit binds: tasks, and memory of the whole tree."""
     tasks, resident = tree_usage(me)
-    allowed = int(config["max_processes"]) + 1 + int(config.get("helpers", 0))
+    allowed = (
+        int(config["max_processes"])
+        + 1
+        + int(config.get("helpers", 0))
+        + int(config.get("shuttles", 0))
+    )
     if config.get("poll_tasks") and tasks > allowed:
         return "process_limit"
     cap = config.get("poll_memory_bytes")

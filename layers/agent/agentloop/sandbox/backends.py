@@ -14,18 +14,20 @@ never lets two tenants share an execution environment (docs/deploy.md).
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import os
 import re
 import threading
+from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
 from agentloop.sandbox.isolation import Isolation
-from agentloop.sandbox.models import RunOutcome, SandboxLimits, SandboxRequest, SandboxResponse
-from agentloop.sandbox.runner import SandboxError, run_python_async
+from agentloop.sandbox.models import SandboxLimits, SandboxRequest, SandboxResponse
+from agentloop.sandbox.runner import Ran, SandboxError, run_program_async
 from agentloop.sandbox.service import DISCARD_EXIT_STATUS
 
 # Time the Lambda client waits beyond the run's own limit: a cold start plus the answer.
@@ -54,8 +56,13 @@ class Backend(Protocol):
     name: str
 
     async def run(
-        self, code: str, limits: SandboxLimits, *, tenant: str | None = None
-    ) -> RunOutcome: ...
+        self,
+        code: str,
+        limits: SandboxLimits,
+        *,
+        tenant: str | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> Ran: ...
 
 
 class LocalBackend:
@@ -68,10 +75,15 @@ class LocalBackend:
         self.isolation = isolation
 
     async def run(
-        self, code: str, limits: SandboxLimits, *, tenant: str | None = None
-    ) -> RunOutcome:
-        return await run_python_async(
-            code, limits, tmp_root=self.tmp_root, isolation=self.isolation
+        self,
+        code: str,
+        limits: SandboxLimits,
+        *,
+        tenant: str | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> Ran:
+        return await run_program_async(
+            code, limits, files=files, tmp_root=self.tmp_root, isolation=self.isolation
         )
 
 
@@ -128,18 +140,32 @@ class LambdaBackend:
         self.tenancy: Tenancy = tenancy
 
     async def run(
-        self, code: str, limits: SandboxLimits, *, tenant: str | None = None
-    ) -> RunOutcome:
-        return await asyncio.to_thread(self.invoke, code, limits, tenant=tenant)
+        self,
+        code: str,
+        limits: SandboxLimits,
+        *,
+        tenant: str | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> Ran:
+        return await asyncio.to_thread(self.invoke, code, limits, tenant=tenant, files=files)
 
-    def invoke(self, code: str, limits: SandboxLimits, *, tenant: str | None = None) -> RunOutcome:
+    def invoke(
+        self,
+        code: str,
+        limits: SandboxLimits,
+        *,
+        tenant: str | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> Ran:
         from botocore.exceptions import (  # type: ignore[import-untyped, unused-ignore]
             BotoCoreError,
             ClientError,
         )
 
         client = _lambda_client(self.region, self.endpoint_url, self.read_timeout)
-        payload = SandboxRequest(code=code, limits=limits).model_dump_json(exclude_none=True)
+        encoded = {path: base64.b64encode(data).decode() for path, data in (files or {}).items()}
+        request = SandboxRequest(code=code, limits=limits, files=encoded or None)
+        payload = request.model_dump_json(exclude_none=True)
         params: dict[str, Any] = {
             "FunctionName": self.function,
             "InvocationType": "RequestResponse",
@@ -167,7 +193,7 @@ class LambdaBackend:
             ) from exc
         if not result.ok or result.outcome is None:
             raise SandboxError(f"the code sandbox refused the run: {result.error}")
-        return result.outcome
+        return Ran(result.outcome, result.workdir)
 
     def _tenant_id(self, client: Any, tenant: str | None) -> str:
         """The invoke's ``TenantId``; a clear error instead of an unattributed or failing call."""

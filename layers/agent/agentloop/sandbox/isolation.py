@@ -150,11 +150,17 @@ def code_env(stack: Stack | None = None) -> dict[str, str]:
 
 
 def namespace_argv(
-    isolation: Isolation, code_file: str, program: list[str], *, tmpfs_bytes: int
+    isolation: Isolation,
+    code_file: str,
+    program: list[str],
+    *,
+    tmpfs_bytes: int,
+    binds: Iterable[tuple[str, str]] = (),
 ) -> tuple[list[str], int | None]:
     """The command that runs ``program`` (argv inside) under bwrap; and the run's own uid.
 
-    ``code_file`` (on the host) appears read-only as ``/sandbox/main.py``.
+    ``code_file`` (on the host) appears read-only as ``/sandbox/main.py``, and each of
+    ``binds`` (host path, path inside) read-only where it says.
     """
     assert isolation.bwrap is not None
     args = [isolation.bwrap, "--die-with-parent", "--new-session"]
@@ -170,6 +176,10 @@ def namespace_argv(
     args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]  # multiprocessing
     args += ["--perms", "1777", "--size", size, "--tmpfs", SANDBOX_DIR]
     args += ["--ro-bind", code_file, f"{SANDBOX_DIR}/main.py", "--chdir", SANDBOX_DIR]
+    made: set[str] = set()
+    for source, target in binds:
+        args += _parents(target, made)
+        args += ["--ro-bind", source, target]
     if isolation.stack is not None:
         args += _parents(VIEW_DIR, set())
         args += isolation.stack.namespace_args()

@@ -6,10 +6,13 @@ the two backends cannot drift apart in what they accept or return.
 
 from __future__ import annotations
 
+import base64
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentloop.files.limits import MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES
 
 MAX_CODE_CHARS = 20_000
 
@@ -28,6 +31,19 @@ class SandboxLimits(BaseModel):
     max_open_files: int = Field(default=64, ge=16, le=1024)
     max_processes: int = Field(
         default=32, ge=1, le=256, description="Processes and threads the program may add."
+    )
+    max_files: int = Field(
+        default=MAX_WORKSPACE_FILES,
+        ge=1,
+        le=1_000,
+        description="Files the working directory "
+        "may hold at the end for them to be kept (else none of the run's changes are).",
+    )
+    max_files_bytes: int = Field(
+        default=MAX_WORKSPACE_BYTES,
+        ge=1,
+        le=64 * 1024 * 1024,
+        description="Bytes those files may hold together.",
     )
     max_stdout_bytes: int = Field(default=5_000, ge=100, le=1_000_000)
     max_stderr_bytes: int = Field(default=2_000, ge=100, le=1_000_000)
@@ -62,6 +78,27 @@ class SandboxRequest(BaseModel):
 
     code: str = Field(min_length=1, max_length=MAX_CODE_CHARS)
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    files: dict[str, str] | None = Field(
+        default=None,
+        max_length=MAX_WORKSPACE_FILES,
+        description="The working directory's files at the start: relative path -> base64.",
+    )
+
+    @field_validator("files")
+    @classmethod
+    def _safe_files(cls, files: dict[str, str] | None) -> dict[str, str] | None:
+        from agentloop.files.names import safe_path
+
+        for path, data in (files or {}).items():
+            if safe_path(path) != path:
+                raise ValueError(f"not a usable path: {path[:100]!r}")
+            if len(data) > MAX_WORKSPACE_BYTES * 4 // 3 + 4:
+                raise ValueError(f"{path} is over the working directory's size")
+        return files
+
+    def decoded_files(self) -> dict[str, bytes]:
+        """The files as bytes (ValueError if one is not base64)."""
+        return {p: base64.b64decode(d, validate=True) for p, d in (self.files or {}).items()}
 
 
 class SandboxResponse(BaseModel):
@@ -71,6 +108,11 @@ class SandboxResponse(BaseModel):
 
     ok: bool
     outcome: RunOutcome | None = None
+    workdir: dict[str, Any] | None = Field(
+        default=None,
+        description="What the working directory held at the end, as the run's shuttle said "
+        "(unchecked: agentloop.sandbox.workdir checks it); null: nothing came back.",
+    )
     error: str | None = None
     error_kind: Literal["invalid_request", "no_time", "internal"] | None = None
 

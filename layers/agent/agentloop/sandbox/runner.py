@@ -35,17 +35,23 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentloop.config import ConfigurationError
-from agentloop.sandbox import _supervisor, cgroups, seccomp, stack
+from agentloop.sandbox import _supervisor, _workdir, cgroups, seccomp, stack
 from agentloop.sandbox.files import remove_tree
 from agentloop.sandbox.isolation import Isolation, fixed_env, interpreter, namespace_argv
 from agentloop.sandbox.models import RunOutcome, SandboxLimits
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
+SHUTTLE = Path(__file__).with_name("_workdir.py")
+SHUTTLE_VIEW_SCRIPT = "/run/agentloop/workdir.py"
+SHUTTLE_VIEW_INPUTS = "/run/agentloop/in"
+SHUTTLES = 1
+"""The shuttle is one more process of the program's, beside whatever isolates it."""
 WORKDIR_PREFIX = "agentloop-sandbox-"
 CODE_FILE = "main.py"
 
@@ -239,6 +245,16 @@ def _parse_report(raw: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+@dataclass(frozen=True)
+class Ran:
+    """A run's outcome, and what its working directory held at the end: the shuttle's answer
+    as it came (``_workdir.collect``; None when none came back: the program was stopped, or
+    the answer was over its bound or not JSON). :mod:`agentloop.sandbox.workdir` checks it."""
+
+    outcome: RunOutcome
+    workdir: dict[str, Any] | None
+
+
 def run_python(
     code: str,
     limits: SandboxLimits,
@@ -247,7 +263,23 @@ def run_python(
     cancel: threading.Event | None = None,
     isolation: Isolation | None = None,
 ) -> RunOutcome:
+    """:func:`run_program` with an empty working directory; only the outcome."""
+    return run_program(code, limits, tmp_root=tmp_root, cancel=cancel, isolation=isolation).outcome
+
+
+def run_program(
+    code: str,
+    limits: SandboxLimits,
+    *,
+    files: Mapping[str, bytes] | None = None,
+    tmp_root: str | os.PathLike[str] | None = None,
+    cancel: threading.Event | None = None,
+    isolation: Isolation | None = None,
+) -> Ran:
     """Run ``code`` as a Python program under ``limits``; blocks until it and its tree are gone.
+
+    ``files`` (relative paths, checked by the caller) are in its working directory when it
+    starts; what the directory holds when it ends comes back in :attr:`Ran.workdir`.
 
     ``tmp_root`` is where the work dir is made (default: the system's temp dir); ``cancel``
     stops the run early, as cleanly as a timeout; ``isolation`` is how the program is
@@ -263,14 +295,52 @@ def run_python(
     except ConfigurationError as exc:
         raise SandboxError(str(exc)) from exc
     try:
-        workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=tmp_root)
+        base = tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=tmp_root)
     except OSError as exc:
         raise SandboxError(f"could not create a work directory: {exc}") from exc
     try:
-        Path(workdir, CODE_FILE).write_text(code, encoding="utf-8")
-        return _run_in(workdir, limits, cancel, isolation)
+        shuttle = _Shuttle.prepare(base, files or {}, limits)
+        Path(shuttle.workdir, CODE_FILE).write_text(code, encoding="utf-8")
+        return _run_in(shuttle, limits, cancel, isolation)
     finally:
-        remove_tree(workdir)
+        remove_tree(base)
+
+
+@dataclass(frozen=True)
+class _Shuttle:
+    """The run's directories on the host: ``work`` (the program's, unisolated), ``in`` (the
+    files it starts with, copied into its working directory by ``_workdir.py``)."""
+
+    workdir: str
+    inputs: str
+    before: dict[str, str]
+    max_files: int
+    max_bytes: int
+
+    @classmethod
+    def prepare(cls, base: str, files: Mapping[str, bytes], limits: SandboxLimits) -> _Shuttle:
+        workdir, inputs = os.path.join(base, "work"), os.path.join(base, "in")
+        os.mkdir(workdir, 0o700)
+        os.mkdir(inputs, 0o755)
+        for path, data in files.items():
+            target = Path(inputs, path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            target.chmod(0o644)
+        before = {path: _workdir.digest(data) for path, data in files.items()}
+        return cls(workdir, inputs, before, limits.max_files, limits.max_files_bytes)
+
+    def argv(self, python: str, inputs: str, program: list[str], out_fd: int, at: str) -> list[str]:
+        """The command that runs ``program`` through the shuttle (``at``: its script's path)."""
+        config = {
+            "inputs": inputs,
+            "argv": program,
+            "before": self.before,
+            "out_fd": out_fd,
+            "max_files": self.max_files,
+            "max_bytes": self.max_bytes,
+        }
+        return [python, "-I", "-S", "-B", at, json.dumps(config)]
 
 
 def _with_stack(workdir: str, isolation: Isolation) -> tuple[list[str], dict[str, str]]:
@@ -289,29 +359,32 @@ def _with_stack(workdir: str, isolation: Isolation) -> tuple[list[str], dict[str
 
 
 def _program(
-    workdir: str, limits: SandboxLimits, isolation: Isolation, flags: list[str]
+    shuttle: _Shuttle, limits: SandboxLimits, isolation: Isolation, flags: list[str], out_fd: int
 ) -> tuple[list[str], bool]:
-    """The code's command line, and whether it runs as a uid of its own."""
+    """The code's command line (the shuttle's, which runs it), and whether it runs as a uid
+    of its own."""
     python = [sys.executable, *flags, "-B", "-u", "-X", "faulthandler", CODE_FILE]
     if isolation.mode != "namespaces":
-        return python, False
+        return shuttle.argv(sys.executable, shuttle.inputs, python, out_fd, str(SHUTTLE)), False
     python[0] = interpreter()
+    inside = shuttle.argv(python[0], SHUTTLE_VIEW_INPUTS, python, out_fd, SHUTTLE_VIEW_SCRIPT)
     argv, run_uid = namespace_argv(
         isolation,
-        str(Path(workdir, CODE_FILE)),
-        python,
+        str(Path(shuttle.workdir, CODE_FILE)),
+        inside,
         tmpfs_bytes=limits.memory_mb * 1024 * 1024,
+        binds=[(shuttle.inputs, SHUTTLE_VIEW_INPUTS), (str(SHUTTLE), SHUTTLE_VIEW_SCRIPT)],
     )
     return argv, run_uid is not None
 
 
 def _run_in(
-    workdir: str, limits: SandboxLimits, cancel: threading.Event | None, isolation: Isolation
-) -> RunOutcome:
+    shuttle: _Shuttle, limits: SandboxLimits, cancel: threading.Event | None, isolation: Isolation
+) -> Ran:
     memory = limits.memory_mb * 1024 * 1024
-    group = cgroups.create(memory, limits.max_processes + 1 + isolation.helpers)
+    group = cgroups.create(memory, limits.max_processes + 1 + isolation.helpers + SHUTTLES)
     try:
-        return _supervised(workdir, limits, cancel, isolation, group)
+        return _supervised(shuttle, limits, cancel, isolation, group)
     finally:
         if group is not None:
             group.remove()
@@ -324,28 +397,42 @@ class _Output:
     out: _Capture
     err: _Capture
     report: bytearray = field(default_factory=bytearray)
+    workdir: bytearray = field(default_factory=bytearray)
+    """The shuttle's answer: bounded (``_read_ready`` stops at ``workdir_cap``)."""
+    workdir_cap: int = 0
 
 
 def _supervised(
-    workdir: str,
+    shuttle: _Shuttle,
     limits: SandboxLimits,
     cancel: threading.Event | None,
     isolation: Isolation,
     group: cgroups.RunCgroup | None,
-) -> RunOutcome:
+) -> Ran:
     """Start the supervisor, read its pipes until the run is over, and judge its report."""
-    flags, stack_env = _with_stack(workdir, isolation)
-    argv, own_uid = _program(workdir, limits, isolation, flags)
+    flags, stack_env = _with_stack(shuttle.workdir, isolation)
     report_r, report_w = os.pipe()
+    workdir_r, workdir_w = os.pipe()
+    argv, own_uid = _program(shuttle, limits, isolation, flags, workdir_w)
     config = _supervisor_config(argv, own_uid, limits, isolation, group, report_w)
     started = time.monotonic()
-    proc = _start_supervisor(workdir, config, report_r, report_w, stack_env)
+    pipes = (report_r, report_w, workdir_r, workdir_w)
+    proc = _start_supervisor(shuttle.workdir, config, pipes, stack_env)
     output = _Output(_Capture(limits.max_stdout_bytes), _Capture(limits.max_stderr_bytes))
-    runner_stop = _read_to_end(proc, report_r, output, limits, started, cancel)
+    output.workdir_cap = shuttle.max_bytes * 4 // 3 + 64 * 1024
+    runner_stop = _read_to_end(proc, (report_r, workdir_r), output, limits, started, cancel)
     # Believed only from a supervisor that ended by itself with status 0: a program that
     # wrote a report of its own and then killed the supervisor gets "supervisor_lost".
     report = _parse_report(bytes(output.report)) if proc.returncode == 0 else {}
-    return _outcome(report, runner_stop, output, limits, isolation, group, started)
+    outcome = _outcome(report, runner_stop, output, limits, isolation, group, started)
+    return Ran(outcome, _parse_workdir(output) if runner_stop is None else None)
+
+
+def _parse_workdir(output: _Output) -> dict[str, Any] | None:
+    """The shuttle's answer, if one came whole; unchecked (the caller checks every part)."""
+    if not output.workdir or len(output.workdir) > output.workdir_cap:
+        return None
+    return _parse_report(bytes(output.workdir)) or None
 
 
 def _supervisor_config(
@@ -363,6 +450,7 @@ def _supervisor_config(
         "rlimits": _rlimits(limits),
         "max_processes": limits.max_processes,
         "helpers": isolation.helpers,
+        "shuttles": SHUTTLES,
         "nproc_own_uid": own_uid,
         "cgroup_procs": group.procs if group else [],
         # Without a cgroup, the supervisor counts tasks and memory of the tree itself.
@@ -376,9 +464,14 @@ def _supervisor_config(
 
 
 def _start_supervisor(
-    workdir: str, config: dict[str, Any], report_r: int, report_w: int, extra: dict[str, str]
+    workdir: str,
+    config: dict[str, Any],
+    pipes: tuple[int, int, int, int],
+    extra: dict[str, str],
 ) -> subprocess.Popen[bytes]:
-    """Start the supervisor in a session of its own; afterwards only it holds ``report_w``."""
+    """Start the supervisor in a session of its own; afterwards only it holds the write ends
+    of the report pipe and of the shuttle's pipe (which it passes on to the program)."""
+    report_r, report_w, workdir_r, workdir_w = pipes
     try:
         # The supervisor needs no site-packages and must not write bytecode anywhere.
         return subprocess.Popen(
@@ -388,20 +481,22 @@ def _start_supervisor(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(report_w,),
+            pass_fds=(report_w, workdir_w),
             start_new_session=True,
             close_fds=True,
         )
     except OSError as exc:
         os.close(report_r)
+        os.close(workdir_r)
         raise SandboxError(f"could not start the sandbox: {exc}") from exc
     finally:
         os.close(report_w)
+        os.close(workdir_w)
 
 
 def _read_to_end(
     proc: subprocess.Popen[bytes],
-    report_r: int,
+    reads: tuple[int, int],
     output: _Output,
     limits: SandboxLimits,
     started: float,
@@ -414,13 +509,14 @@ def _read_to_end(
     assert proc.stdout is not None
     assert proc.stderr is not None
     try:
-        return _pump(proc, report_r, output, limits, started, cancel)
+        return _pump(proc, reads, output, limits, started, cancel)
     finally:
         # Normally a no-op (one scan of /proc); after a supervisor that was killed or stuck,
         # or one whose sweep missed something, it kills what is left from outside.
         _hard_stop(proc)
         proc.wait()  # only now is the supervisor reaped, and its pid free for reuse
-        os.close(report_r)
+        for fd in reads:
+            os.close(fd)
         proc.stdout.close()
         proc.stderr.close()
 
@@ -470,22 +566,25 @@ def _raise_if_not_started(
 
 def _pump(
     proc: subprocess.Popen[bytes],
-    report_r: int,
+    reads: tuple[int, int],
     output: _Output,
     limits: SandboxLimits,
     started: float,
     cancel: threading.Event | None,
 ) -> str | None:
-    """Read output and report until all three pipes close; stop the run if it must be stopped.
+    """Read output, report and the shuttle's answer until all four pipes close; stop the run
+    if it must be stopped.
 
     Returns why the runner itself stopped the run (``timeout`` or ``cancelled``), if it did.
     """
     assert proc.stdout is not None
     assert proc.stderr is not None
+    report_r, workdir_r = reads
     sinks: dict[int, _Capture | bytearray] = {
         proc.stdout.fileno(): output.out,
         proc.stderr.fileno(): output.err,
         report_r: output.report,
+        workdir_r: output.workdir,
     }
     watch = _Watch(proc, started + limits.timeout_s + BACKSTOP_GRACE_S, cancel)
     with selectors.DefaultSelector() as selector:
@@ -495,7 +594,7 @@ def _pump(
         while selector.get_map():
             if watch.done_waiting(time.monotonic()):
                 break  # the caller sweeps from outside
-            _read_ready(selector, sinks)
+            _read_ready(selector, sinks, output.workdir_cap)
     return watch.stop_reason
 
 
@@ -540,7 +639,9 @@ class _Watch:
         return None
 
 
-def _read_ready(selector: selectors.BaseSelector, sinks: dict[int, _Capture | bytearray]) -> None:
+def _read_ready(
+    selector: selectors.BaseSelector, sinks: dict[int, _Capture | bytearray], cap: int
+) -> None:
     """One short wait for the pipes; what is ready goes to its sink, a closed pipe is dropped."""
     for key, _ in selector.select(timeout=0.05):
         fd = int(key.fd)
@@ -554,7 +655,7 @@ def _read_ready(selector: selectors.BaseSelector, sinks: dict[int, _Capture | by
         sink = sinks[fd]
         if isinstance(sink, _Capture):
             sink.feed(data)
-        else:
+        elif len(sink) <= cap:  # past the cap it is read and dropped: the answer is void
             sink += data
 
 
@@ -592,10 +693,29 @@ async def run_python_async(
     isolation: Isolation | None = None,
 ) -> RunOutcome:
     """:func:`run_python` off the event loop; cancelling the task stops the run."""
+    ran = await run_program_async(code, limits, tmp_root=tmp_root, isolation=isolation)
+    return ran.outcome
+
+
+async def run_program_async(
+    code: str,
+    limits: SandboxLimits,
+    *,
+    files: Mapping[str, bytes] | None = None,
+    tmp_root: str | os.PathLike[str] | None = None,
+    isolation: Isolation | None = None,
+) -> Ran:
+    """:func:`run_program` off the event loop; cancelling the task stops the run."""
     cancel = threading.Event()
     try:
         return await asyncio.to_thread(
-            run_python, code, limits, tmp_root=tmp_root, cancel=cancel, isolation=isolation
+            run_program,
+            code,
+            limits,
+            files=files,
+            tmp_root=tmp_root,
+            cancel=cancel,
+            isolation=isolation,
         )
     except asyncio.CancelledError:
         cancel.set()  # the thread kills the tree within a poll interval and cleans up

@@ -1,6 +1,6 @@
 """The sandbox function's logic (``functions/sandbox`` only adapts Lambda to it).
 
-Besides running the event's code with :func:`~agentloop.sandbox.runner.run_python`, the host
+Besides running the event's code with :func:`~agentloop.sandbox.runner.run_program`, the host
 process cleans its execution environment around every run, because Lambda reuses it for the
 next invocation - which may carry another user's code:
 
@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from agentloop.sandbox import _supervisor
 from agentloop.sandbox.files import empty_dir
 from agentloop.sandbox.models import SandboxLimits, SandboxRequest, SandboxResponse
-from agentloop.sandbox.runner import SandboxError, run_python
+from agentloop.sandbox.runner import SandboxError, run_program
 
 # Time kept back from the invocation's remaining time: killing the tree, cleaning up and
 # answering must finish before Lambda's own timeout.
@@ -166,13 +166,17 @@ def handle_sandbox_event(
         if limits.timeout_s > available:
             capped_to = round(available, 1)
             limits = limits.model_copy(update={"timeout_s": capped_to})
+    try:
+        files = request.decoded_files()
+    except ValueError as exc:
+        return _error(f"invalid event: files: {exc}", "invalid_request")
     host.clean()
     try:
-        outcome = run_python(request.code, limits)
+        ran = run_program(request.code, limits, files=files)
     except SandboxError as exc:
         return _error(exc.message, "internal")
     finally:
         host.clean()
     if capped_to is not None:
-        outcome.notes.insert(0, f"The time limit was lowered to {capped_to:g} s to fit.")
-    return SandboxResponse(ok=True, outcome=outcome).to_event()
+        ran.outcome.notes.insert(0, f"The time limit was lowered to {capped_to:g} s to fit.")
+    return SandboxResponse(ok=True, outcome=ran.outcome, workdir=ran.workdir).to_event()

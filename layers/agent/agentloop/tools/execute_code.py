@@ -10,15 +10,20 @@ anything is a tool error. See docs/tools.md for what each backend protects again
 # inside the factory, and @tool resolves the function's annotations at decoration time.
 
 import os
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentloop.sandbox.backends import SANDBOX_TENANT_KEY
+from agentloop.files.blobs import FilesUnavailable
+from agentloop.files.media import media_type
+from agentloop.files.models import FileRef
+from agentloop.files.workspace import WORKSPACE_KEY, Workspace
+from agentloop.sandbox.backends import SANDBOX_TENANT_KEY, Backend
 from agentloop.sandbox.models import MAX_CODE_CHARS, SandboxLimits
 from agentloop.sandbox.runner import SandboxError
 from agentloop.sandbox.settings import SandboxSettings
+from agentloop.sandbox.workdir import Settled, settle
 from agentloop.tools.base import Tool, ToolContext, ToolError, tool
+from agentloop.tools.results import ToolOutput
 
 __all__ = ["SandboxSettings", "execute_code_mode", "execute_code_tool"]
 
@@ -29,14 +34,16 @@ MIN_RUN_S = 0.5
 
 DESCRIPTION = (
     "Run a Python 3 program and return its exit_code, stdout and stderr. Use it to compute, "
-    "parse or check things exactly instead of guessing. {libraries}; every call starts "
-    "from scratch (no variables or files are kept between calls); do not count on network "
-    "access. Limits: {timeout:g} s by default (ask for up to "
-    "{max_timeout:g} s with timeout_s), {memory} MB of memory, {processes} processes and "
-    "threads, files up to {file_mb} MB in the working directory. Only what the program prints "
-    "comes back, so print() the results; output over about {stdout:,} characters is cut (the "
-    "start and end are kept). A non-zero exit_code or a traceback is a normal result: read "
-    "stderr, fix the program and run it again."
+    "parse or check things exactly instead of guessing. {libraries}. The working directory "
+    "holds the person's attached files and keeps the files you write from one call to the "
+    "next (variables are not kept); save what the person should see in output/ (a chart: "
+    "plt.savefig('output/chart.png')): those files are shown to them, so never print their "
+    "contents. No network. Limits: {timeout:g} s by default (ask for up to {max_timeout:g} s "
+    "with timeout_s), {memory} MB of memory, {processes} processes and threads, "
+    "{max_files} files of {files_mb} MB in all. Only what the program prints comes back, so "
+    "print() the results; output over about {stdout:,} characters is cut. A non-zero "
+    "exit_code or a traceback is a normal result: read stderr, fix the program and run it "
+    "again."
 )
 
 
@@ -79,20 +86,66 @@ def execute_code_tool(settings: SandboxSettings | None = None) -> Tool:
         description=_description(limits, max_timeout, config.offered_libraries()),
         timeout_s=max_timeout + overhead,
     )
-    async def execute_code(args: ExecuteCodeArgs, ctx: ToolContext) -> dict[str, Any]:
+    async def execute_code(args: ExecuteCodeArgs, ctx: ToolContext) -> ToolOutput:
         _refuse_local_on_lambda(backend.name, allow_local_on_lambda)
         run_limits = _run_limits(limits, args.timeout_s, ctx, overhead)
-        # Who the run is for: with per-tenant isolation, the sandbox environment it may use.
-        tenant = ctx.extras.get(SANDBOX_TENANT_KEY)
-        try:
-            outcome = await backend.run(
-                args.code, run_limits, tenant=tenant if isinstance(tenant, str) else None
-            )
-        except SandboxError as exc:
-            raise ToolError(exc.message, hint=exc.hint) from exc
-        return outcome.model_dump(mode="json")
+        workspace = ctx.extras.get(WORKSPACE_KEY)
+        if not isinstance(workspace, Workspace):  # no server around it (a job, the CLI)
+            workspace = Workspace(owner="")
+        async with workspace.lock:  # one program at a time sees and changes the directory
+            return await _run(backend, args.code, run_limits, ctx, workspace)
 
     return execute_code
+
+
+async def _run(
+    backend: Backend, code: str, limits: SandboxLimits, ctx: ToolContext, workspace: Workspace
+) -> ToolOutput:
+    """One program in the workspace's directory; its outcome, the files it made kept."""
+    # Who the run is for: with per-tenant isolation, the sandbox environment it may use.
+    tenant = ctx.extras.get(SANDBOX_TENANT_KEY)
+    try:
+        before = await workspace.snapshot()
+        ran = await backend.run(
+            code, limits, tenant=tenant if isinstance(tenant, str) else None, files=before
+        )
+    except SandboxError as exc:
+        raise ToolError(exc.message, hint=exc.hint) from exc
+    except FilesUnavailable as exc:
+        raise ToolError(
+            f"the working directory could not be loaded: {exc}",
+            hint="try again later, or answer without running code",
+        ) from exc
+    outcome = ran.outcome
+    stopped = outcome.timed_out or outcome.exit_code is None
+    settled = settle(before, ran.workdir, stopped, limits)
+    result = outcome.model_dump(mode="json")
+    result["notes"] += settled.notes
+    refs = await _keep(workspace, settled, ctx.call_id, result["notes"])
+    if settled.made:
+        result["files"] = [
+            {"name": m.name, "media_type": media_type(m.name), "size": len(m.data)}
+            for m in settled.made
+        ]
+    return ToolOutput(result, tuple(refs))
+
+
+async def _keep(
+    workspace: Workspace, settled: Settled, call_id: str, notes: list[str]
+) -> list[FileRef]:
+    """The new working directory, and the files made for the person; what went wrong in
+    ``notes`` (the program's outcome stands either way)."""
+    if settled.files is None:
+        return []
+    try:
+        await workspace.apply(settled.files)
+        refs = await workspace.keep(settled.made, call_id)
+    except FilesUnavailable as exc:
+        notes.append(f"The files could not be kept ({exc}); they are lost.")
+        return []
+    if settled.made and not refs:
+        notes.append("This server keeps no files: what was written to output/ was not shown.")
+    return refs
 
 
 def _description(
@@ -111,7 +164,8 @@ def _description(
         max_timeout=max_timeout,
         memory=limits.memory_mb,
         processes=limits.max_processes,
-        file_mb=limits.max_file_mb,
+        max_files=limits.max_files,
+        files_mb=f"{limits.max_files_bytes / 1024 / 1024:g}",
         stdout=limits.max_stdout_bytes,
     )
 
