@@ -88,7 +88,7 @@ def collect(root: str, before: dict[str, str], max_files: int, max_bytes: int) -
     """What the runner gets back: the files present, the changed ones' bytes, or a problem."""
     paths, seen, skipped = walk(root)
     if len(paths) > max_files or seen >= SCAN_LIMIT:
-        return {"problem": "too_many_files", "count": max(len(paths), seen)}
+        return {"problem": "too_many_files", "count": len(paths) if seen < SCAN_LIMIT else seen}
     changed: dict[str, str] = {}
     total = 0
     for path in paths:
