@@ -46,10 +46,10 @@ bwrap: ## make sure bubblewrap is there for execute_code's isolation (apt-get in
 	execute_code's isolation tests will skip, and make dev will not offer execute_code"
 
 # ---- execute_code's libraries: numpy, pandas and matplotlib (functions/sandbox/requirements.txt)
-# for this project's interpreter in .sandbox-stack/ (about 190 MB, 10-30 s): site/ (pip
-# --target, without the libraries' test suites), matplotlib's font list built once, and
-# manifest.json (the versions). Programs get it read-only (docs/tools.md); it is rebuilt, whole,
-# only when the requirements change. make package builds the sandbox function's layer of it.
+# for this project's interpreter in .sandbox-stack/ (about 160 MiB; 12 s from a warm pip
+# cache): site/ (pip --target, without test suites and build inputs), matplotlib's font list
+# built once, and manifest.json (the versions). Programs get it read-only (docs/tools.md); it
+# is rebuilt, whole, only when the requirements change. make package builds its Lambda layer.
 STACK_STAMP := .sandbox-stack/manifest.json
 .PHONY: sandbox-stack
 sandbox-stack: $(STACK_STAMP) ## install numpy, pandas, matplotlib for execute_code's programs (.sandbox-stack)
