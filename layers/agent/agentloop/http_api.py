@@ -255,6 +255,31 @@ def _printable(text: str, limit: int = 200) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+FILE_KEYS = frozenset({"url", "file_data"})
+"""Where a face's parts carry a file's bytes (the AI SDK's ``url``, Responses' ``file_data``)."""
+
+
+def _measured(content: Any) -> int:
+    """The characters of a message sent as parts or items, its files (``data:`` URLs under
+    :data:`FILE_KEYS`, bounded as attachments and never sent to the model) left out."""
+
+    def text(node: Any) -> Any:
+        if isinstance(node, list):
+            return [text(item) for item in node]
+        if isinstance(node, dict):
+            return {
+                key: "" if key in FILE_KEYS and _is_data_url(value) else text(value)
+                for key, value in node.items()
+            }
+        return node
+
+    return len(json.dumps(text(content or "")))
+
+
+def _is_data_url(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("data:")
+
+
 def check_message_limits(raw: Any, limits: RequestLimits, key: str = "messages") -> None:
     """413 for too many or too large messages in ``raw[key]``, before pydantic spends time
     on them. A message without string ``content`` (parts, input items) is measured whole."""
@@ -271,7 +296,7 @@ def check_message_limits(raw: Any, limits: RequestLimits, key: str = "messages")
     for index, message in enumerate(messages):
         has_content = isinstance(message, dict) and "content" in message
         content = message["content"] if has_content else message
-        size = len(content) if isinstance(content, str) else len(json.dumps(content or ""))
+        size = len(content) if isinstance(content, str) else _measured(content)
         if size > limits.max_message_chars:
             raise HttpError(
                 413,
