@@ -377,10 +377,10 @@ REFUSALS: dict[str, tuple[Any, int, str | None]] = {
         "messages.0.parts.0.text",
     ),
     "user message without parts": ({"messages": [{**USER, "parts": []}]}, 422, "messages.0.parts"),
-    "file part": (
+    "file part with a link": (
         {"messages": [{**USER, "parts": [{"type": "file", "mediaType": "a/b", "url": "x"}]}]},
         422,
-        "messages.0.parts.0.type",
+        "messages.0.parts.0.url",
     ),
     "tool part in a user message": (
         {"messages": [{**USER, "parts": [tool_part(state="output-available", output="x")]}]},

@@ -27,6 +27,7 @@ from agentloop.events import (
     Done,
     ErrorEvent,
     Event,
+    FileMade,
     TextDelta,
     TextReset,
     ToolCallResult,
@@ -98,6 +99,8 @@ class FaceStream(Generic[C]):
             return self.on_text(text) if text else []
         if isinstance(event, UsageReport):
             return self.on_usage(event)
+        if isinstance(event, FileMade):  # the person's file, whichever agent's tool made it
+            return self.on_file(event)
         if event.depth:
             return self.on_subagent(event)
         if isinstance(event, TextReset):
@@ -164,6 +167,11 @@ class FaceStream(Generic[C]):
 
     def on_usage(self, event: UsageReport) -> list[C]:
         """A usage report, at any depth (``event.total`` is the request's so far)."""
+        return []
+
+    def on_file(self, event: FileMade) -> list[C]:
+        """A file a tool call made and kept for the caller, at any depth (after that call's
+        ``tool_call_result``); ``event.file.url`` is where the client fetches it."""
         return []
 
     def on_subagent(self, event: Event) -> list[C]:

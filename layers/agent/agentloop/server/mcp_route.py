@@ -13,10 +13,12 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from agentloop.events import Event
+from agentloop.files.blobs import Blob
 from agentloop.limits import CancelToken
 from agentloop.models import ChatRequest
 from agentloop.server.app import on_shutdown
 from agentloop.server.body import refuse_declared_oversize
+from agentloop.server.files import files_store
 from agentloop.server.identity import authenticate
 from agentloop.server.runs import prepare_tools, start_run
 from agentloop.server.service import service_of
@@ -42,5 +44,10 @@ class McpRoute:
         if getattr(state, "mcp", None) is None:
             state.mcp = McpEndpoint(service.limits.max_body_bytes)
             on_shutdown(request.app, state.mcp.close)
+
+        async def open_file(file_id: str) -> Blob | None:  # the caller's own files only
+            return await files_store(request).open(who.id, file_id)
+
         tools = ToolChoice.of(service.tools, service.config)  # `ask`'s schema lists them
-        await state.mcp.handle(scope, receive, send, Seat(start, tools))
+        seat = Seat(start, tools, open_file=open_file, base_url=str(request.base_url))
+        await state.mcp.handle(scope, receive, send, seat)

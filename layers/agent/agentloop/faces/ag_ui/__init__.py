@@ -23,6 +23,7 @@ subagent_start         SUBAGENT_STARTED {subagentRunId: the sub-agent's run_id, 
 subagent_finish        SUBAGENT_FINISHED {result, outcome success}, or SUBAGENT_ERROR when
                        it stopped with "error" or "cancelled"
 notice, model_switched CUSTOM "agentloop.notice" / "agentloop.model_switched"
+file (any depth)       CUSTOM "agentloop.file" {the FileRef} (AG-UI has no file event)
 usage                  summed per model into RUN_FINISHED.usage / RUN_ERROR.usage
 error (top level)      RUN_ERROR {message, code}; the rest of the run is drained unsent
 done (top level)       RUN_FINISHED {result (stop reason, usage, ``sources``...), outcome,

@@ -10,6 +10,7 @@ from agentloop.events import (
     Done,
     ErrorEvent,
     Event,
+    FileMade,
     ModelSwitched,
     Notice,
     RunStart,
@@ -41,6 +42,10 @@ RUN_OUTCOMES: dict[Outcome, str] = {
 """RUN_FINISHED's ``outcome.type`` per outcome (a limit's: success, the result's
 ``stop_reason`` says which, and the limit's notice ends the text); the others end in
 RUN_ERROR."""
+
+
+FILE_EVENT = "agentloop.file"
+"""The CUSTOM event's name for a file a run made (its value: the ``FileRef``)."""
 
 
 class AgUiStream(FaceStream[JSON]):
@@ -111,6 +116,12 @@ class AgUiStream(FaceStream[JSON]):
 
     def on_cut(self, message: str) -> list[JSON]:
         return self._fail("stream_cut", message)
+
+    def on_file(self, event: FileMade) -> list[JSON]:
+        """AG-UI has no file event: its extension point, CUSTOM "agentloop.file", with the
+        file's reference (a sub-agent's tagged with its run, as every event of it)."""
+        value = event.file.model_dump(mode="json")
+        return [self._run(event).tag({"type": "CUSTOM", "name": FILE_EVENT, "value": value})]
 
     def on_other(self, event: Event) -> list[JSON]:
         run = self._run(event)

@@ -20,6 +20,9 @@ done (depth 0)                     the ``tools/call`` result: text content = the
                                    usage, usage_by_depth, sources (``done.sources``)}; a run
                                    without an answer (failed, cancelled, paused): a result
                                    with ``isError`` saying why (a failure: the error event)
+file (any depth)                   after the answer's text: ``image`` content (a raster image
+                                   up to 1 MiB, read as the caller's file) or a
+                                   ``resource_link``; ``structuredContent.files``
 =================================  ==========================================================
 
 ``tools/list`` answers with ``ask`` as :func:`ask_tool` describes it for this server: its

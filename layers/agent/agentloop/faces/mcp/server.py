@@ -22,7 +22,8 @@ from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
 import agentloop
-from agentloop.events import Done, ErrorEvent, Event
+from agentloop.events import Done, ErrorEvent, Event, FileMade
+from agentloop.faces.mcp.files import OpenFile, file_contents
 from agentloop.faces.mcp.tool import (
     TOOL_NAME,
     AskArgs,
@@ -33,6 +34,7 @@ from agentloop.faces.mcp.tool import (
     progress_message,
     tool_error,
 )
+from agentloop.files.models import FileRef
 from agentloop.http_api import HttpError
 from agentloop.limits import CancelToken
 from agentloop.models import ChatRequest, run_options
@@ -54,6 +56,10 @@ class Seat:
     start: Callable[[ChatRequest], Awaitable[tuple[AsyncIterator[Event], CancelToken]]]
     tools: ToolChoice = field(default_factory=ToolChoice)
     cancels: list[CancelToken] = field(default_factory=list)
+    open_file: OpenFile | None = None
+    """The caller's kept file by id (its images come back inline); None: links only."""
+    base_url: str = ""
+    """What a relative file link is resolved against (the request's own URL)."""
 
     def cancel_all(self) -> None:
         for token in self.cancels:
@@ -68,19 +74,26 @@ Notify = Callable[[str, Event], Awaitable[None]]
 
 
 async def translate(
-    events: AsyncIterator[Event], cancel: CancelToken, notify: Notify | None
+    events: AsyncIterator[Event],
+    cancel: CancelToken,
+    notify: Notify | None,
+    seat: Seat | None = None,
 ) -> types.CallToolResult:
-    """Drain the run, notifying its activity, and answer with its top-level ``done``.
+    """Drain the run, notifying its activity, and answer with its top-level ``done`` and the
+    files the run made (``seat`` reads the caller's images; without one, all are links).
 
     Notifications stop once the run is cancelled (no one is listening); the run is still read
     to its end so that it finishes as every run does.
     """
     error: ErrorEvent | None = None
+    made: list[FileRef] = []
     async for event in events:
         if isinstance(event, ErrorEvent) and event.depth == 0:
             error = event
+        elif isinstance(event, FileMade):
+            made.append(event.file)
         elif isinstance(event, Done) and event.depth == 0:
-            return answer(event, error)
+            return await _with_files(answer(event, error, made), made, seat)
         message = progress_message(event)
         if message is None or notify is None or cancel.cancelled:
             continue
@@ -90,6 +103,16 @@ async def translate(
             logger.info("progress could not be sent; cancelling the run", exc_info=True)
             cancel.cancel()
     return tool_error("the run ended without an answer")
+
+
+async def _with_files(
+    result: types.CallToolResult, made: list[FileRef], seat: Seat | None
+) -> types.CallToolResult:
+    if result.is_error or not made:
+        return result
+    open_file, base_url = (seat.open_file, seat.base_url) if seat else (None, "")
+    result.content.extend(await file_contents(made, open_file, base_url))
+    return result
 
 
 _draining: set[asyncio.Task[types.CallToolResult]] = set()
@@ -120,7 +143,7 @@ async def _call_tool(
         return tool_error(f"refused{where}: {exc.message}")
     seat.cancels.append(cancel)
     notify = _notifier(ctx)
-    task = asyncio.create_task(translate(events, cancel, notify))
+    task = asyncio.create_task(translate(events, cancel, notify, seat))
     _draining.add(task)
     task.add_done_callback(_draining.discard)
     try:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from agentloop.events import (
 )
 from agentloop.faces.options import option_params
 from agentloop.faces.outcome import Outcome, outcome
+from agentloop.files.models import FileRef
 from agentloop.models import Iterations, ToolNames
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
 
@@ -134,6 +136,12 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "items": _schema_for_models(Source.model_json_schema()),
             "description": "The web pages the agent used, in the order it first used them.",
         },
+        "files": {
+            "type": "array",
+            "items": _schema_for_models(FileRef.model_json_schema()),
+            "description": "Files the agent made (charts, tables), in the order made; also in "
+            "the content: an image inline, any other file as a link that expires.",
+        },
     },
     "required": ["answer", "stop_reason", "iterations", "usage"],
 }
@@ -211,9 +219,12 @@ _FAILURES: dict[Outcome, str] = {
 """Pauses ``ask`` cannot continue (its plan offers no tool that would cause one): errors."""
 
 
-def answer(done: Done, error: ErrorEvent | None) -> types.CallToolResult:
+def answer(
+    done: Done, error: ErrorEvent | None, made: Sequence[FileRef] = ()
+) -> types.CallToolResult:
     """The top-level ``done`` as the call's result: an answer (cut short by a limit or not,
-    ``stop_reason`` says), or a tool error for a run without one (failed, cancelled, paused)."""
+    ``stop_reason`` says), or a tool error for a run without one (failed, cancelled, paused).
+    ``made``: the files the run made, listed in the structured content."""
     ending = outcome(done, error)
     if ending.outcome is Outcome.FAILED:
         return tool_error(f"{error.code}: {error.message}" if error else "the run failed")
@@ -227,6 +238,8 @@ def answer(done: Done, error: ErrorEvent | None) -> types.CallToolResult:
         "usage_by_depth": [usage.model_dump() for usage in done.usage_by_depth],
         "sources": [source.model_dump() for source in done.sources],
     }
+    if made:
+        structured["files"] = [ref.model_dump(mode="json") for ref in made]
     return types.CallToolResult(
         content=[types.TextContent(text=done.text)], structured_content=structured
     )

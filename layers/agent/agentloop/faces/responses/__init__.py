@@ -3,7 +3,8 @@
 A thin translator over the run's one event stream, so that the openai SDK's
 ``client.responses.create`` and the AI SDK's default OpenAI provider talk to the agent
 unchanged. ``instructions`` and ``input`` (a string, or message items with text parts;
-an earlier response's ``output`` can be sent back as input) become the conversation;
+an earlier response's ``output`` can be sent back as input) become the conversation, a
+user's ``input_file`` parts (``file_data`` as a data URL) its attachments;
 ``temperature``, ``top_p``, ``max_output_tokens`` and ``text.format`` become the run's
 sampling and response format; agent options travel in an ``agentloop`` object, as on the
 OpenAI face. ``store`` (unset: true) keeps the response and its conversation for the caller,
@@ -27,7 +28,9 @@ top-level events become (sub-agents show only in the usage, which counts them)::
     error, or a done    error (its nested "error" object makes the openai SDK raise),
     without an answer   then response.failed
 
-Every event carries ``sequence_number``. Not streamed, a run without an answer is an
+A run's files ride in the final response object as ``"agentloop": {"files": [FileRef...]}``
+(the protocol's own file outputs are its hosted tools'). Every event carries
+``sequence_number``. Not streamed, a run without an answer is an
 HTTP error, as on the OpenAI face.
 """
 

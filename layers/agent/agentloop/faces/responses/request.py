@@ -6,11 +6,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
+from agentloop.faces.attachments import attachment, check_count, invalid
 from agentloop.faces.openai.request import DEFAULT_MODEL_ALIAS, OpenAIOptions
 from agentloop.faces.options import option_params
+from agentloop.files.models import Attachment
 from agentloop.http_api import HttpError, first_problem
 from agentloop.models import (
     AssistantMessage,
@@ -54,14 +64,53 @@ class TextPart(BaseModel):
     logprobs: list[Any] | None = None
 
 
-def _only_text(value: Any) -> Any:
-    """Refuse images, files and audio by name, before pydantic lists every field it missed."""
+class FilePart(BaseModel):
+    """A person's file: ``file_data`` (a ``data:`` URL) with its ``filename`` becomes the run's
+    attachment. ``file_id`` and ``file_url`` are refused by name: no uploaded files are kept
+    here, and no link is fetched."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["input_file"]
+    file_data: str | None = None
+    filename: str | None = Field(default=None, max_length=1_000)
+    file_id: str | None = None
+    file_url: str | None = None
+    detail: Literal["auto", "low", "high"] | None = Field(
+        default=None, description="Accepted: the file is read by the agent's programs."
+    )
+
+    def to_attachment(self, at: str) -> Attachment:
+        for field, why in _FILE_REFERENCES.items():
+            if getattr(self, field) is not None:
+                raise HttpError(
+                    422, "unsupported_parameter", f"{at}.{field}: {why}", param=f"{at}.{field}"
+                )
+        if self.file_data is None:
+            raise invalid(f"{at}.file_data", "a file's bytes are needed (a data: URL, base64)")
+        return attachment(self.file_data, self.filename, None, f"{at}.file_data")
+
+
+_FILE_REFERENCES = {
+    "file_id": "uploaded files are not kept by this server: send the bytes in file_data "
+    "(data:<type>;base64,...) with filename",
+    "file_url": "this server fetches no links: send the bytes in file_data "
+    "(data:<type>;base64,...) with filename",
+}
+
+ContentPart = TextPart | FilePart
+_PART_TYPES = ("input_text", "output_text", "input_file")
+
+
+def _supported_part(value: Any) -> Any:
+    """Refuse images and audio by name, before pydantic lists every field it missed."""
     kind = value.get("type") if isinstance(value, dict) else None
-    if kind in ("input_text", "output_text"):
+    if kind in _PART_TYPES:
         return value
     raise PydanticCustomError(
         "unsupported_content",
-        "only text parts (input_text, output_text) are supported, got {kind}",
+        "only text parts (input_text, output_text) and file parts (input_file) are "
+        "supported, got {kind}",
         {"kind": repr(kind) if isinstance(kind, str) else "no type"},
     )
 
@@ -73,7 +122,7 @@ class InputMessage(BaseModel):
 
     type: Literal["message"] = "message"
     role: Literal["user", "assistant", "system", "developer"]
-    content: list[Annotated[TextPart, BeforeValidator(_only_text)]]
+    content: list[Annotated[ContentPart, BeforeValidator(_supported_part), Discriminator("type")]]
     id: str | None = Field(default=None, max_length=256)
     status: Literal["in_progress", "completed", "incomplete"] | None = None
     phase: Literal["commentary", "final_answer"] | None = None
@@ -87,7 +136,7 @@ class InputMessage(BaseModel):
 
     def to_item(self, item_id: str) -> dict[str, Any]:
         """The item as ``input_items`` lists it (its own id if it came with one)."""
-        parts = [{"type": part.type, "text": part.text} for part in self.content]
+        parts = [_item_part(part) for part in self.content]
         return {
             "type": "message",
             "id": self.id or item_id,
@@ -97,12 +146,19 @@ class InputMessage(BaseModel):
         }
 
     def to_message(self) -> Message:
-        text = "".join(part.text for part in self.content)
+        text = "".join(part.text for part in self.content if isinstance(part, TextPart))
         if self.role == "user":
             return UserMessage(content=text)
         if self.role == "assistant":
             return AssistantMessage(content=text)
         return SystemMessage(content=text)  # system, and developer (the same thing here)
+
+
+def _item_part(part: ContentPart) -> dict[str, Any]:
+    """A part as ``input_items`` lists it: a file by its name, its bytes not kept."""
+    if isinstance(part, TextPart):
+        return {"type": part.type, "text": part.text}
+    return {"type": part.type, "filename": part.filename}
 
 
 def _invalid(exc: ValidationError, prefix: str = "") -> HttpError:
@@ -218,6 +274,7 @@ class ResponsesRequest(BaseModel):
         messages.extend(history)
         messages.extend(self.input_messages())
         options = self.agentloop
+        files = self.attachments()
         try:
             return ChatRequest(
                 messages=messages,
@@ -225,10 +282,27 @@ class ResponsesRequest(BaseModel):
                 **options.chat_fields(),
                 sampling=sampling,
                 response_format=response_format,
+                attachments=files or None,
             )
         except ValidationError as exc:  # the conversation's shape, found by ChatRequest
             message = first_problem(exc)
             raise HttpError(422, "invalid_request", message, param="input") from exc
+
+    def attachments(self) -> list[Attachment]:
+        """The ``input_file`` parts of the user's messages, as the run's attachments (a file
+        in another role's message is a 422; more than the bound, a 413)."""
+        found: list[tuple[FilePart, str]] = []
+        for index, item in enumerate(self.input):
+            for number, part in enumerate(item.content):
+                if not isinstance(part, FilePart):
+                    continue
+                at = f"input.{index}.content.{number}"
+                if item.role != "user":
+                    raise invalid(f"{at}.type", "files come in the user's messages only")
+                found.append((part, at))
+        if found:
+            check_count(len(found), found[-1][1])
+        return [part.to_attachment(at) for part, at in found]
 
     def _refuse_unsupported(self) -> None:
         if self.tools:

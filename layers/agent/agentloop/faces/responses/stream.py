@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from agentloop.events import Event, UsageReport
+from agentloop.events import Event, FileMade, UsageReport
 from agentloop.faces.openai.errors import run_error
 from agentloop.faces.openai.stream import OpenAIStream, collect_run
 from agentloop.faces.outcome import Ending, Outcome
@@ -114,14 +114,20 @@ class _Response:
             "usage": None if usage is None else usage_json(usage),
         }
 
-    def answered(self, ending: Ending, text: str) -> dict[str, Any]:
+    def answered(
+        self, ending: Ending, text: str, files: list[FileMade] | None = None
+    ) -> dict[str, Any]:
         """The final object of a run that ended with an answer (cut short by a limit or not);
-        an :class:`HttpError` for a run without one."""
+        an :class:`HttpError` for a run without one. The files the run made ride in
+        ``"agentloop": {"files": [...]}`` (the protocol has no place for them)."""
         status = STATUSES.get(ending.outcome)
         if status is None:
             raise run_error(ending)
         output = [_message(self.item_id, text, status)]
-        return self.body(status, output, ending.done.usage)
+        body = self.body(status, output, ending.done.usage)
+        if files:
+            body["agentloop"] = {"files": [made.file.model_dump(mode="json") for made in files]}
+        return body
 
 
 # -- streamed ----------------------------------------------------------------------------------
@@ -152,6 +158,7 @@ class ResponseStream(OpenAIStream):
         self._sequence = 0
         self.final: dict[str, Any] | None = None
         """The final response object, once the run ended with an answer (what is stored)."""
+        self._files: list[FileMade] = []
 
     def _event(self, type_: str, **fields: Any) -> bytes:
         body = {"type": type_, "sequence_number": self._sequence, **fields}
@@ -167,6 +174,10 @@ class ResponseStream(OpenAIStream):
 
     def on_usage(self, event: UsageReport) -> list[bytes]:
         self._usage = event.total  # the request's usage so far, for a failure
+        return []
+
+    def on_file(self, event: FileMade) -> list[bytes]:
+        self._files.append(event)
         return []
 
     def on_open(self) -> list[bytes]:
@@ -209,7 +220,7 @@ class ResponseStream(OpenAIStream):
             return self.fail(run_error(ending))
         self.ended = True
         text = "".join(self._streamed)
-        final = self.final = self.response.answered(ending, text)
+        final = self.final = self.response.answered(ending, text, self._files)
         item = final["output"][0]
         ending_type = (
             "response.completed" if final["status"] == "completed" else "response.incomplete"
@@ -234,6 +245,15 @@ async def collect_response(
     without an answer (``error``, ``cancelled``) raises :class:`HttpError`, as
     ``faces.openai.collect_completion`` does.
     """
-    ending, tool_lines = await collect_run(events, request.agentloop.show_tools)
+    files: list[FileMade] = []
+    ending, tool_lines = await collect_run(_noting(events, files), request.agentloop.show_tools)
     text = "".join(tool_lines) + ending.done.text
-    return _Response(request, response_id, model).answered(ending, text)
+    return _Response(request, response_id, model).answered(ending, text, files)
+
+
+async def _noting(events: AsyncIterator[Event], files: list[FileMade]) -> AsyncIterator[Event]:
+    """``events``, each ``file`` event noted in ``files`` on its way."""
+    async for event in events:
+        if isinstance(event, FileMade):
+            files.append(event)
+        yield event

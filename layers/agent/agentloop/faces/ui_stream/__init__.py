@@ -7,7 +7,10 @@ and an ``agentloop`` object (``tools``, ``approval_tools``, ``max_iterations``,
 are the content; finished tool parts (``tool-<name>``, ``dynamic-tool``) become an assistant
 message with ``tool_calls`` and the tool results, one assistant message per step (an
 ``output-denied`` part's result is the denial the model read); reasoning, source, step-start
-and data parts are display-only and skipped; file parts are refused.
+and data parts are display-only and skipped. A user's file parts (a ``data:`` URL each; a
+link is refused, never fetched) are the run's attachments: every user message's when the
+whole chat is sent, the new message's on a thread; an assistant's are files a run made,
+display only.
 
 Threads: a body with the chat ``id`` and only its new ``message`` (singular, as the AI SDK's
 persistence guide's ``prepareSendMessagesRequest`` makes it) runs on the caller's thread ``id``
@@ -41,6 +44,8 @@ approval_request   ``tool-input-available``, ``tool-approval-request`` {approval
 usage (any depth)  ``message-metadata`` {usage (the request's so far), budgetRemaining}
 model_switched     ``message-metadata`` {model} and a ``data-notice`` part
 notice             ``data-notice`` part {code, message}
+file (any depth)   ``file`` {url, mediaType, providerMetadata.agentloop: {id, filename,
+                   size, expiresAt, callId}}
 error              kept for the end: ``error`` {errorText} before ``finish``
 done               ``text-end``, ``source-url`` {sourceId, url, [title]} per ``done.sources``
                    (a continued answer: those its message lacks), ``finish-step``,

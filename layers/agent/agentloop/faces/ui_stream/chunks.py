@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloop.events import ApprovalRequest, ModelSwitched, ToolCallStart
 from agentloop.models import Usage
+
+if TYPE_CHECKING:
+    from agentloop.files.models import FileRef
 
 Chunk = dict[str, Any]
 """One UI message stream chunk, as its ``data:`` line holds it."""
@@ -45,6 +48,25 @@ def input_chunk(event: ToolCallStart | ApprovalRequest) -> Chunk:
         "toolCallId": event.call_id,
         "toolName": event.name,
         "input": tool_input(event.arguments),
+    }
+
+
+def file_chunk(file: FileRef) -> Chunk:
+    """A kept file as the SDK's ``file`` part: its link and type; the rest of the reference
+    (name, size, id, expiry, the call that made it) rides in ``providerMetadata``, the one
+    place the part keeps more (``ai`` drops a chunk's other fields)."""
+    kept = {
+        "id": file.id,
+        "filename": file.name,
+        "size": file.size,
+        "expiresAt": file.expires_at,
+        "callId": file.call_id,
+    }
+    return {
+        "type": "file",
+        "url": file.url,
+        "mediaType": file.media_type,
+        "providerMetadata": {"agentloop": kept},
     }
 
 

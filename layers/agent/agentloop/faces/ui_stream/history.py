@@ -1,6 +1,7 @@
 """A UI conversation as the agent's history: text parts are the content, finished tool parts
 become an assistant message with ``tool_calls`` and their results, answered approvals the
-decisions that continue a paused run."""
+decisions that continue a paused run. File parts are not history: a user's are the run's
+attachments (``request.py``), an assistant's are files a run made, shown by the client."""
 
 from __future__ import annotations
 
@@ -10,13 +11,11 @@ from typing import Any
 
 from agentloop.faces.ui_stream.parts import (
     BaseToolPart,
-    FilePart,
     StepStartPart,
     TextPart,
     UIMessage,
     invalid,
 )
-from agentloop.http_api import HttpError
 from agentloop.models import (
     Approval,
     AssistantMessage,
@@ -40,8 +39,6 @@ def convert_message(
         at = f"{where}.parts.{index}"
         if isinstance(part, TextPart):
             texts.append(part.text)
-        elif isinstance(part, FilePart):
-            raise file_refused(at)
         elif isinstance(part, BaseToolPart):
             raise invalid(f"{at}.type", f"a {message.role} message cannot hold tool parts")
     if not message.parts:
@@ -50,10 +47,6 @@ def convert_message(
     return [
         SystemMessage(content=content) if message.role == "system" else UserMessage(content=content)
     ]
-
-
-def file_refused(at: str) -> HttpError:
-    return invalid(f"{at}.type", "file parts are not supported: the agent reads text only")
 
 
 @dataclass
@@ -95,8 +88,6 @@ def _assistant_messages(
             if step.calls:
                 step.flush()
             step.texts.append(part.text)
-        elif isinstance(part, FilePart):
-            raise file_refused(at)
         elif isinstance(part, BaseToolPart):
             _tool_part(part, at, step, seen, decisions)
     step.flush()

@@ -44,9 +44,13 @@ class SourcePart(_Part):
 
 
 class FilePart(_Part):
+    """A user's: a file for the run (its ``url`` a ``data:`` URL); an assistant's: a file a
+    run made (its link), display only."""
+
     type: Literal["file"]
-    mediaType: str
+    mediaType: str = Field(max_length=200)
     url: str
+    filename: str | None = None
 
 
 class DataPart(_Part):

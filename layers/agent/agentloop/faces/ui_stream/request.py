@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from agentloop.faces.attachments import attachment, check_count
 from agentloop.faces.options import AskingAgentOptions, option_params
 from agentloop.faces.ui_stream.history import convert_message
-from agentloop.faces.ui_stream.parts import ShortId, SourcePart, UIMessage, invalid
+from agentloop.faces.ui_stream.parts import FilePart, ShortId, SourcePart, UIMessage, invalid
+from agentloop.files.models import Attachment
 from agentloop.models import NEW_THREAD, Approval, ChatRequest, Message, ThreadId
 
 _OPTION_PARAMS = option_params(AskingAgentOptions, "agentloop")
@@ -81,8 +84,10 @@ class UIChatRequest(BaseModel):
             resume = self._resume_token()
         elif messages[last].role != "user":
             raise invalid(f"messages.{last}", "the last message must be the user's (role 'user')")
+        # A continuation's last message is the assistant's, which no attachment goes with.
+        files = [] if decisions else _attachments(list(_numbered(messages)))
         return self._chat_request(
-            history, approvals=list(decisions.values()) or None, resume=resume
+            history, approvals=list(decisions.values()) or None, resume=resume, files=files
         )
 
     def _threaded(self, message: UIMessage) -> ChatRequest:
@@ -101,7 +106,8 @@ class UIChatRequest(BaseModel):
                 "the answer it would replace",
             )
         new = convert_message(message, "message", set(), None)
-        return self._chat_request(new, thread_id=thread_id)
+        files = _attachments([(message, "message")])
+        return self._chat_request(new, thread_id=thread_id, files=files)
 
     def _thread_id(self) -> str:
         """The chat ``id`` as the caller's thread id (422 if it cannot be one)."""
@@ -125,13 +131,19 @@ class UIChatRequest(BaseModel):
         approvals: list[Approval] | None = None,
         resume: str | None = None,
         thread_id: str | None = None,
+        files: list[Attachment] | None = None,
     ) -> ChatRequest:
         options = self.agentloop.chat_fields()
         if thread_id is not None:
             options["thread_id"] = thread_id
         try:
             return ChatRequest(
-                messages=messages, model=self.model, approvals=approvals, resume=resume, **options
+                messages=messages,
+                model=self.model,
+                approvals=approvals,
+                resume=resume,
+                attachments=files or None,
+                **options,
             )
         except ValueError as exc:  # conversation-shape problems found by ChatRequest
             raise invalid("messages", str(exc)) from exc
@@ -175,3 +187,27 @@ class UIChatRequest(BaseModel):
                 "assistant message back with the metadata its stream gave it",
             )
         return token
+
+
+def _numbered(messages: list[UIMessage]) -> Iterator[tuple[UIMessage, str]]:
+    for index, message in enumerate(messages):
+        yield message, f"messages.{index}"
+
+
+def _attachments(messages: list[tuple[UIMessage, str]]) -> list[Attachment]:
+    """The user's file parts as the run's attachments, in order (413 past the count).
+
+    Every user message's, not only the last one's: a chat without a thread sends its whole
+    conversation each time and its run's working directory starts empty, so the files of
+    earlier turns are put back too. An assistant's file parts are files a run made: shown by
+    the client, not sent to the run again."""
+    found = [
+        (part, f"{where}.parts.{index}")
+        for message, where in messages
+        if message.role == "user"
+        for index, part in enumerate(message.parts)
+        if isinstance(part, FilePart)
+    ]
+    if found:
+        check_count(len(found), found[-1][1])
+    return [attachment(part.url, part.filename, part.mediaType, f"{at}.url") for part, at in found]

@@ -8,6 +8,7 @@ from agentloop.events import (
     ApprovalRequest,
     Done,
     Event,
+    FileMade,
     ModelSwitched,
     Notice,
     RunStart,
@@ -22,6 +23,7 @@ from agentloop.faces.stream import FaceStream
 from agentloop.faces.ui_stream.chunks import (
     DONE_FRAME,
     Chunk,
+    file_chunk,
     frame,
     input_chunk,
     metadata,
@@ -117,6 +119,9 @@ class UIMessageStream(FaceStream[Chunk]):
                 {"type": "tool-output-error", "toolCallId": call_id, "errorText": event.content}
             )
         return chunks
+
+    def on_file(self, event: FileMade) -> list[Chunk]:
+        return [*self._close_text(), *self._ensure_step(), file_chunk(event.file)]
 
     def on_other(self, event: Event) -> list[Chunk]:
         if isinstance(event, RunStart):
