@@ -293,8 +293,9 @@ def test_a_forged_report_is_not_believed(setup: tuple[str, Run]) -> None:
         assert outcome["stdout"] == "no forgery: PermissionError\n", outcome
         assert outcome["exit_code"] is None
         assert any("supervisor gave no report" in n for n in outcome["notes"])
-    else:  # in namespaces the parent is bwrap's init (no config), whose death ends it all
-        assert outcome["stdout"] == "no forgery: StopIteration\n", outcome
+    else:  # in namespaces the shuttle's parent is bwrap's init, whose command line holds
+        # only the shuttle's config (no report pipe); its death ends it all
+        assert outcome["stdout"] == "no forgery: KeyError\n", outcome
         assert outcome["exit_code"] != 0
 
 
@@ -373,7 +374,7 @@ def test_local_code_sees_a_read_only_system_and_nothing_of_the_agent(tmp_path: P
 
     assert outcome.exit_code == 0, outcome.stderr
     lines = outcome.stdout.splitlines()
-    assert lines[0] == "procs [1, 2]"  # bwrap's init and the program
+    assert lines[0] == "procs [1, 2, 3]"  # bwrap's init, the shuttle and the program
     assert all(line.endswith(" False") for line in lines[1:5]), lines
     # The home directory is there only if the interpreter lives below it, and holds only that.
     interpreter_dirs = {

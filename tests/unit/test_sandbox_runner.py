@@ -160,7 +160,7 @@ print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 print(resource.getrlimit(resource.RLIMIT_CORE)[0])
 print(resource.getrlimit(resource.RLIMIT_CPU))
 print(os.getcwd() == os.environ["HOME"], os.listdir("."))
-print(os.getpgid(0) == os.getpid(), os.getsid(0) != os.getpid())
+print(os.getpgid(0) == os.getppid(), os.getsid(0) != os.getpid())  # the shuttle's group
 print(repr(sys.stdin.read()))
 """
     limits = SandboxLimits(timeout_s=3, memory_mb=200, max_file_mb=3, max_open_files=40)
