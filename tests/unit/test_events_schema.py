@@ -15,6 +15,7 @@ from agentloop.events import (
     Done,
     ErrorEvent,
     Event,
+    FileMade,
     ModelSwitched,
     Notice,
     RunStart,
@@ -30,6 +31,7 @@ from agentloop.events import (
     event_json_schema,
     event_schema_text,
 )
+from agentloop.files.models import FileRef
 from agentloop.models import (
     AssistantMessage,
     FunctionCall,
@@ -73,6 +75,18 @@ SAMPLES: list[_Event] = [
     ErrorEvent(code="provider", message="groq answered HTTP 500"),
     TextReset(iteration=2, reason="the provider's stream was cut; retrying the turn"),
     ApprovalRequest(call_id="call_2", name="send_email", arguments='{"to": "a@example.com"}'),
+    FileMade(
+        call_id="call_1",
+        file=FileRef(
+            id="a" * 32,
+            name="chart (2).png",
+            media_type="image/png",
+            size=1234,
+            url="/files/" + "a" * 32 + "?expires=1&signature=" + "0" * 64,
+            expires_at=1,
+            call_id="call_1",
+        ),
+    ),
     Done(
         text="The answer.",
         stop_reason="completed",

@@ -32,19 +32,6 @@ class SandboxLimits(BaseModel):
     max_processes: int = Field(
         default=32, ge=1, le=256, description="Processes and threads the program may add."
     )
-    max_files: int = Field(
-        default=MAX_WORKSPACE_FILES,
-        ge=1,
-        le=1_000,
-        description="Files the working directory "
-        "may hold at the end for them to be kept (else none of the run's changes are).",
-    )
-    max_files_bytes: int = Field(
-        default=MAX_WORKSPACE_BYTES,
-        ge=1,
-        le=64 * 1024 * 1024,
-        description="Bytes those files may hold together.",
-    )
     max_stdout_bytes: int = Field(default=5_000, ge=100, le=1_000_000)
     max_stderr_bytes: int = Field(default=2_000, ge=100, le=1_000_000)
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from agentloop.config import ConfigurationError
+from agentloop.files.limits import MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES
 from agentloop.sandbox import _supervisor, _workdir, cgroups, seccomp, stack
 from agentloop.sandbox.files import remove_tree
 from agentloop.sandbox.isolation import Isolation, fixed_env, interpreter, namespace_argv
@@ -299,7 +300,7 @@ def run_program(
     except OSError as exc:
         raise SandboxError(f"could not create a work directory: {exc}") from exc
     try:
-        shuttle = _Shuttle.prepare(base, files or {}, limits)
+        shuttle = _Shuttle.prepare(base, files or {})
         Path(shuttle.workdir, CODE_FILE).write_text(code, encoding="utf-8")
         return _run_in(shuttle, limits, cancel, isolation)
     finally:
@@ -318,7 +319,7 @@ class _Shuttle:
     max_bytes: int
 
     @classmethod
-    def prepare(cls, base: str, files: Mapping[str, bytes], limits: SandboxLimits) -> _Shuttle:
+    def prepare(cls, base: str, files: Mapping[str, bytes]) -> _Shuttle:
         workdir, inputs = os.path.join(base, "work"), os.path.join(base, "in")
         os.mkdir(workdir, 0o700)
         os.mkdir(inputs, 0o755)
@@ -328,7 +329,7 @@ class _Shuttle:
             target.write_bytes(data)
             target.chmod(0o644)
         before = {path: _workdir.digest(data) for path, data in files.items()}
-        return cls(workdir, inputs, before, limits.max_files, limits.max_files_bytes)
+        return cls(workdir, inputs, before, MAX_WORKSPACE_FILES, MAX_WORKSPACE_BYTES)
 
     def argv(self, python: str, inputs: str, program: list[str], out_fd: int, at: str) -> list[str]:
         """The command that runs ``program`` through the shuttle (``at``: its script's path)."""

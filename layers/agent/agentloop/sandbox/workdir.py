@@ -15,9 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloop.files.artifacts import Made
-from agentloop.files.limits import MAX_OUTPUTS_PER_CALL, OUTPUT_DIR
+from agentloop.files.limits import (
+    MAX_OUTPUTS_PER_CALL,
+    MAX_WORKSPACE_BYTES,
+    MAX_WORKSPACE_FILES,
+    OUTPUT_DIR,
+)
 from agentloop.files.names import safe_path
-from agentloop.sandbox.models import SandboxLimits
 
 _AS_BEFORE = "the working directory is as it was before this call."
 
@@ -30,14 +34,12 @@ class Settled:
     notes: list[str] = field(default_factory=list)
 
 
-def settle(
-    before: dict[str, bytes], answer: dict[str, Any] | None, stopped: bool, limits: SandboxLimits
-) -> Settled:
+def settle(before: dict[str, bytes], answer: dict[str, Any] | None, stopped: bool) -> Settled:
     """The working directory after a run, from the shuttle's ``answer``."""
     if answer is None:  # a stopped program's ending note says why already
         notes = [] if stopped else [f"The program's files could not be read back; {_AS_BEFORE}"]
         return Settled(None, notes=notes)
-    problem = _problem(answer, limits)
+    problem = _problem(answer)
     if problem is not None:
         return Settled(
             None,
@@ -56,7 +58,7 @@ def settle(
                 "the working directory is as it was before this call."
             ],
         )
-    if len(files) > limits.max_files or sum(map(len, files.values())) > limits.max_files_bytes:
+    if len(files) > MAX_WORKSPACE_FILES or sum(map(len, files.values())) > MAX_WORKSPACE_BYTES:
         return Settled(
             None,
             notes=[
@@ -73,7 +75,7 @@ def settle(
     return Settled(files, made, notes)
 
 
-def _problem(answer: dict[str, Any], limits: SandboxLimits) -> str | None:
+def _problem(answer: dict[str, Any]) -> str | None:
     """Why the whole answer is refused, in words the model can act on."""
     kind = answer.get("problem")
     if kind == "too_many_files":
@@ -81,11 +83,11 @@ def _problem(answer: dict[str, Any], limits: SandboxLimits) -> str | None:
         made = f"{count:,}" if isinstance(count, int) else "too many"
         return (
             f"The program left {made} files in its working directory; at most "
-            f"{limits.max_files} can be kept."
+            f"{MAX_WORKSPACE_FILES} can be kept."
         )
     if kind == "too_large":
         return (
-            f"The files in the working directory hold more than {limits.max_files_bytes:,} "
+            f"The files in the working directory hold more than {MAX_WORKSPACE_BYTES:,} "
             "bytes together, the most that can be kept; delete or shrink some."
         )
     if kind is not None:

@@ -14,6 +14,7 @@ import os
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.files.blobs import FilesUnavailable
+from agentloop.files.limits import MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES
 from agentloop.files.media import media_type
 from agentloop.files.models import FileRef
 from agentloop.files.workspace import WORKSPACE_KEY, Workspace
@@ -118,7 +119,7 @@ async def _run(
         ) from exc
     outcome = ran.outcome
     stopped = outcome.timed_out or outcome.exit_code is None
-    settled = settle(before, ran.workdir, stopped, limits)
+    settled = settle(before, ran.workdir, stopped)
     result = outcome.model_dump(mode="json")
     result["notes"] += settled.notes
     refs = await _keep(workspace, settled, ctx.call_id, result["notes"])
@@ -164,8 +165,8 @@ def _description(
         max_timeout=max_timeout,
         memory=limits.memory_mb,
         processes=limits.max_processes,
-        max_files=limits.max_files,
-        files_mb=f"{limits.max_files_bytes / 1024 / 1024:g}",
+        max_files=MAX_WORKSPACE_FILES,
+        files_mb=f"{MAX_WORKSPACE_BYTES / 1024 / 1024:g}",
         stdout=limits.max_stdout_bytes,
     )
 
