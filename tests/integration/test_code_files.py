@@ -100,7 +100,7 @@ def code_calls(*programs: str) -> list[Reply]:
 def test_a_csv_attached_is_plotted_and_the_png_is_shown(
     served: ThreadedApp, llm: ScriptedLLM
 ) -> None:
-    llm.script(*code_calls("import os\nos.makedirs('output', exist_ok=True)\n" + PLOT))
+    llm.script(*code_calls(PLOT))
     llm.script(Reply(text="Here are the monthly totals."))
     csv = {"name": "sales.csv", "data": base64.b64encode(SALES.encode()).decode()}
     message = {"role": "user", "content": "Plot the monthly totals."}
@@ -148,18 +148,18 @@ def test_files_persist_across_calls_and_runs_of_a_thread_and_nowhere_else(
     first = chat(served, {"messages": [message], "thread_id": "new"})
     assert [r["stdout"] for r in results(first)] == [
         "written\n",
-        "['main.py', 'notes.txt'] kept between calls\n",
+        "['main.py', 'notes.txt', 'output'] kept between calls\n",
     ]
 
     thread_id = first[0]["thread_id"]
     llm.script(*code_calls(read), Reply(text="still there"))
     again = chat(served, {"messages": [message], "thread_id": thread_id})
-    assert results(again)[0]["stdout"] == "['main.py', 'notes.txt'] kept between calls\n"
+    assert results(again)[0]["stdout"] == "['main.py', 'notes.txt', 'output'] kept between calls\n"
 
     listing = "import os\nprint(sorted(os.listdir('.')))"
     llm.script(*code_calls(listing), Reply(text="empty"))
     elsewhere = chat(served, {"messages": [message]})  # another run: a directory of its own
-    assert results(elsewhere)[0]["stdout"] == "['main.py']\n"
+    assert results(elsewhere)[0]["stdout"] == "['main.py', 'output']\n"
 
 
 def test_too_many_files_or_a_huge_file_is_stopped_and_the_run_goes_on(
@@ -178,7 +178,7 @@ def test_too_many_files_or_a_huge_file_is_stopped_and_the_run_goes_on(
     assert any("left 10,001 files" in note for note in flooded["notes"]), flooded["notes"]
     assert filled["exit_code"] != 0
     assert any("size limit" in note for note in filled["notes"]), filled["notes"]
-    assert listed["stdout"] == "['keep.txt', 'main.py']\n", "the directory is as it was"
+    assert listed["stdout"] == "['keep.txt', 'main.py', 'output']\n", "as it was"
     assert events[-1]["type"] == "done"
     assert events[-1]["text"] == "I could not do that."
 
@@ -197,5 +197,5 @@ def test_an_attachment_named_like_a_path_stays_inside(
     events = chat(served, {"messages": [message], "attachments": [sneaky]})
 
     [result] = results(events)
-    assert result["stdout"] == "['main.py', 'passwd'] sneaky\n-\n"
+    assert result["stdout"] == "['main.py', 'output', 'passwd'] sneaky\n-\n"
     assert "sneaky" not in Path("/etc/passwd").read_text()

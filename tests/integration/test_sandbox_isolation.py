@@ -397,13 +397,13 @@ def test_local_files_do_not_reach_the_next_run() -> None:
         isolation=namespaces(),
     )
     second = run_python(
-        "import os\nprint(os.listdir('/tmp'), os.listdir('.'))\n",
+        "import os\nprint(os.listdir('/tmp'), sorted(os.listdir('.')))\n",
         SandboxLimits(timeout_s=5),
         isolation=namespaces(),
     )
 
     assert first.exit_code == 0
-    assert second.stdout == "[] ['main.py']\n"
+    assert second.stdout == "[] ['main.py', 'output']\n"
     assert not Path("/tmp", marker).exists()
 
 

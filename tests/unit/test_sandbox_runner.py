@@ -174,7 +174,7 @@ print(repr(sys.stdin.read()))
         "40",
         "0",
         "(4, 5)",
-        "True ['main.py']",
+        "True ['main.py', 'output']",
         "True True",
         "''",
     ]

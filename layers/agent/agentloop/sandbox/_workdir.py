@@ -4,7 +4,8 @@ Run as ``python -I -S -B _workdir.py <config JSON>`` in the program's place, ins
 isolates it (bubblewrap's namespaces locally, the sandbox function deployed). Standard
 library only: nothing of agentloop is in the sandbox's view.
 
-1. It copies the files the runner put in ``config["inputs"]`` into its working directory.
+1. It copies the files the runner put in ``config["inputs"]`` into its working directory,
+   and makes ``output/`` there.
 2. It runs the program (``config["argv"]``) as its child and waits for it.
 3. It walks the working directory and writes what changed, as one JSON object, to the pipe
    ``config["out_fd"]``; then it exits as the program did (the same status, or the same
@@ -36,6 +37,7 @@ SKIP = frozenset({"main.py"})
 SCAN_LIMIT = 100_000
 """Entries looked at before the walk gives up counting (a program that made millions)."""
 PR_SET_DUMPABLE = 4
+OUTPUT = "output"
 
 
 def digest(data: bytes) -> str:
@@ -139,6 +141,7 @@ def main(config: dict[str, Any]) -> None:
     os.set_inheritable(out_fd, False)
     cwd = os.getcwd()
     place(config["inputs"], cwd)
+    os.makedirs(os.path.join(cwd, OUTPUT), exist_ok=True)  # where files for the person go
     status = run(list(config["argv"]))
     before = {str(k): str(v) for k, v in config["before"].items()}
     send(out_fd, collect(cwd, before, int(config["max_files"]), int(config["max_bytes"])))
