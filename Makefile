@@ -141,7 +141,7 @@ $(BENCH_STAMP): pyproject.toml bench/requirements.txt
 	$(BENCH_BIN)/python -m pip install --quiet -e ".[chat]" -r bench/requirements.txt
 	touch $@
 
-bench: $(DEV_STAMP) $(BENCH_STAMP) node-clients ## measure agentloop vs bare SDKs and frameworks; writes docs/benchmarks.md
+bench: $(DEV_STAMP) $(BENCH_STAMP) node-clients sandbox-stack bwrap ## measure agentloop vs bare SDKs and frameworks; writes docs/benchmarks.md
 	$(BENCH_BIN)/python bench/run.py
 	$(BIN)/python bench/research_throughput.py
 

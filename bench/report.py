@@ -695,6 +695,41 @@ def threads(page: Page, fig: dict[str, Any]) -> None:
     )
 
 
+def sandbox(page: Page, fig: dict[str, Any]) -> None:
+    page.add(
+        "## Sandbox: execute_code's round trip, locally",
+        "",
+        "One execute_code call as a run makes it, timed from the tool's start to its result: "
+        "the working directory carried in and out, the program run by the local backend "
+        f"({fig.get('backend', 'unknown')}), and what it wrote to `output/` kept in a file "
+        "store (a temporary directory). The chart reads a 1,000-row CSV with pandas and "
+        "saves a matplotlib bar chart of its monthly totals as a PNG. *Cold*: the first call "
+        "after the kernel's page cache was dropped; *warm*: the median (and fastest) of the "
+        "calls after it. Every call is a new process; only the files are kept between calls. "
+        f"Libraries: {', '.join(fig.get('libraries') or ['none'])}.",
+        "",
+    )
+    rows = []
+    for name in ("print(1)", "pandas + matplotlib chart"):
+        row = fig.get(name) or {}
+        if not row.get("ok"):
+            rows.append([name, "failed", failed_note(row), "", ""])
+            continue
+        rows.append(
+            [
+                name,
+                f"{row['cold_ms']:.0f} ms",
+                f"{row['warm_ms']:.0f} ms ({row['warm_min_ms']:.0f})",
+                str(row["calls"]),
+                ", ".join(row["files"]) or "none",
+            ]
+        )
+    page.table(["program", "cold", "warm, median (fastest)", "warm calls", "files kept"], rows)
+    cold_kind = (fig.get("print(1)") or {}).get("cold_kind")
+    if cold_kind and cold_kind != "page cache dropped":
+        page.add(f"Cold here is the {cold_kind} (the page cache could not be dropped).", "")
+
+
 def store_calls(page: Page, row: dict[str, Any] | None) -> None:
     """The limits figure's DynamoDB part: store calls per request around its model call."""
     if row is None:
@@ -771,6 +806,7 @@ def markdown(results: dict[str, Any]) -> str:
         "signin": signin,
         "limits": limits,
         "threads": threads,
+        "sandbox": sandbox,
     }
     for name, render in sections.items():
         if name in figures:

@@ -57,6 +57,7 @@ FIGURES = (
     "signin",
     "limits",
     "threads",
+    "sandbox",
 )
 
 RUNS = {"loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
@@ -620,6 +621,17 @@ def fig_threads(server: str) -> dict[str, Any]:
     return rows
 
 
+def fig_sandbox() -> dict[str, Any]:
+    """execute_code's round trip: ``print(1)`` and a chart, cold and warm (bench/sandbox.py)."""
+    from bench import sandbox
+
+    try:
+        rows: dict[str, Any] = sandbox.measure(say)
+    except Exception as exc:  # a figure that cannot run is a row that says why
+        return {"print(1)": {"ok": False, "why": str(exc)[:300]}}
+    return rows
+
+
 def fig_stream(server: str) -> dict[str, Any]:
     app = App(server)
     try:
@@ -911,6 +923,7 @@ def main() -> int:
                 "signin": lambda: fig_signin(server),
                 "limits": lambda: fig_limits(server),
                 "threads": lambda: fig_threads(server),
+                "sandbox": fig_sandbox,
             }
             for name in chosen:
                 say(f"[{name}]")
