@@ -9,7 +9,8 @@
 //   conversations.js, threads.js, thread-list.js, saved.js   the conversations the server
 //                            keeps: the list, the open one in the address, a saved one shown
 //   reply.js                 one answer: events into transcripts, cards and its summary line
-//   transcript.js, cards.js, terminal.js, sources.js   what a reply is made of
+//   transcript.js, cards.js, terminal.js, sources.js, files.js   what a reply is made of
+//   attach.js                the composer's files, sent with a message
 //   settings.js, settings-panel.js                     the settings and their panel
 //   signin.js, oidc.js, account.js                     signing in with the server's issuer
 //   view.js, errors.js, labels.js, dom.js              the composer, failures, words, helpers
@@ -54,7 +55,7 @@ function start() {
     const text = view.prompt.value.trim();
     if (!text || !chat.ready) return;
     view.prompt.value = "";
-    chat.send(text);
+    chat.send(text, false, view.attachments.take());
   });
   view.prompt.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

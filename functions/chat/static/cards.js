@@ -1,8 +1,9 @@
 // A tool call's card: its arguments, running / done / failed, its duration and result (or
-// execute_code's terminal), the Approve / Deny a waiting call asks for, and the sub-agents an
-// ask_llm call runs, nested inside it.
+// execute_code's terminal), the files it made, the Approve / Deny a waiting call asks for, and
+// the sub-agents an ask_llm call runs, nested inside it.
 
 import { el, formatDuration, number } from "./dom.js";
+import { CardFiles } from "./files.js";
 import { codeOutcome, terminal } from "./terminal.js";
 import { Transcript } from "./transcript.js";
 
@@ -73,6 +74,13 @@ export class ToolCard {
     this.subagents = null;
     this.decision = null; // { approved, reason } once a person decided a call that waits
     this.panel = null;
+    this.files = null; // the files it made (CardFiles), at the card's end
+  }
+
+  // A file the call made (files.js readFileRef): a picture or a link at the end of the card.
+  showFile(file) {
+    if (!this.files) this.files = new CardFiles(this.el);
+    this.files.add(file);
   }
 
   // A call that waits for a person: Approve / Deny (with an optional reason) on the card.
@@ -158,15 +166,16 @@ export class ToolCard {
     const outcome = this.name === "execute_code" ? codeOutcome(event.content || "") : null;
     if (outcome) {
       this.el.append(terminal(outcome));
-      return;
+    } else {
+      const label = ok ? "Result" : failureLabel(event.content);
+      const content = formatResult(event.content || "");
+      const size = el("span", { class: "size" }, ` (${number.format(content.length)} chars)`);
+      const summary = el("summary", {}, label, size);
+      const details = el("details", { class: "tool-result", open: !ok }, summary);
+      details.append(el("pre", {}, content));
+      this.el.append(details);
     }
-    const label = ok ? "Result" : failureLabel(event.content);
-    const content = formatResult(event.content || "");
-    const size = el("span", { class: "size" }, ` (${number.format(content.length)} chars)`);
-    const summary = el("summary", {}, label, size);
-    const details = el("details", { class: "tool-result", open: !ok }, summary);
-    details.append(el("pre", {}, content));
-    this.el.append(details);
+    if (this.files) this.el.append(this.files.el); // the files stay last
   }
 
   setStatus(label, status = label) {

@@ -10,6 +10,7 @@
 // server to stop it (POST /chat/stream/cancel): it finishes its tool round, which the thread
 // keeps.
 
+import { encodeAttachments } from "./attach.js";
 import { dollars, el, number, plural } from "./dom.js";
 import { describeFailure, expectEventStream } from "./errors.js";
 import { stopReason } from "./labels.js";
@@ -64,7 +65,8 @@ export class Chat {
     this.threadsAvailable = true; // the server keeps threads (the list's last load says)
     this.onThread = () => {}; // (id or null) the conversation's thread changed
     this.onRunEnd = () => {}; // a run ended (the list shows its thread's new time)
-    this.loadThread = async () => null; // (id) its messages from the server (Conversations)
+    // (id) its { messages, files } from the server (Conversations)
+    this.loadThread = async () => null;
   }
 
   // The server offers sign-in: a refusal for want of a token asks for it first.
@@ -132,18 +134,22 @@ export class Chat {
     this.onThread(id);
   }
 
-  // unsaved: sent again without a thread, which the server could not keep (said under it).
-  async send(text, unsaved = false) {
+  // files: the composer's files sent with it (File objects); unsaved: sent again without a
+  // thread, which the server could not keep (said under it).
+  async send(text, unsaved = false, files = []) {
     const { limits, invalid } = this.settings.readLimits();
     if (!limits) {
       this.view.setStatus(`${invalid} in Settings is not a whole number from 1 up.`);
-      this.view.restore(text);
+      this.view.restore(text, files);
       return;
     }
+    const attachments = await this.readFiles(text, files);
+    if (!attachments) return;
     const user = { role: "user", content: text };
     const messages = [...this.history, user];
     if (!this.thread && !this.history.length) this.local = !this.threadsAvailable;
     const request = newRequest(await this.chosen(), this.local ? messages : [user], limits);
+    if (attachments.length) request.body.attachments = attachments;
     if (!this.local) {
       request.body.thread_id = this.thread || "new";
       request.body.resumable = true; // a dropped connection can be picked up again
@@ -151,8 +157,8 @@ export class Chat {
     request.conversation = messages; // what the model is sent, the thread's messages included
     request.question = text; // shown again if the page is reloaded during the answer
     const started = this.generation;
-    const userArticle = this.view.addUserMessage(text);
-    const reply = new Reply(this.view.conversation, this.notices);
+    const userArticle = this.view.addUserMessage(text, files.map((file) => file.name));
+    const reply = new Reply(this.view.conversation, this.notices, request.url);
     reply.onDecide = () => this.decided();
     if (unsaved) reply.el.append(el("p", { class: "meta-note page-only" }, UNSAVED));
     this.view.setStatus("Running…");
@@ -172,12 +178,18 @@ export class Chat {
       this.threadsAvailable = false;
       userArticle.remove();
       reply.el.remove();
-      return this.send(text, true);
-    } else if (!threadRefusal(this, request, outcome.failure, { reply, userArticle, text })) {
-      this.notSent(reply, userArticle, text, outcome.failure, request.url);
+      return this.send(text, true, files);
+    } else {
+      this.refused(request, outcome.failure, { reply, userArticle, text, files });
     }
     this.afterRun();
     this.onRunEnd();
+  }
+
+  // Nothing ran: refused for the thread's sake (said by refusals.js), or not sent.
+  refused(request, failure, sent) {
+    if (threadRefusal(this, request, failure, sent)) return;
+    this.notSent(sent.reply, sent.userArticle, sent, failure, request.url);
   }
 
   // Under a finished answer, what is left of the caller's daily and monthly allowance, where
@@ -199,18 +211,31 @@ export class Chat {
     if (!this.pause) this.view.prompt.focus();
   }
 
-  // Nothing ran: the message is not part of the conversation; it goes back to edit.
-  // banner: what the reply says (the failure described, unless given).
-  notSent(reply, userArticle, text, failure, url, banner = null) {
+  // The files as the request's attachments ([] for none); null when one cannot be read (the
+  // message and its files are back in the composer, the status says why).
+  async readFiles(text, files) {
+    if (!files.length) return [];
+    try {
+      return await encodeAttachments(files);
+    } catch (err) {
+      this.view.setStatus(`Not sent: ${err.message}.`);
+      this.view.restore(text, files);
+      return null;
+    }
+  }
+
+  // Nothing ran: the message is not part of the conversation; it goes back to edit, its
+  // files to the composer. banner: what the reply says (the failure described, unless given).
+  notSent(reply, userArticle, { text, files = [] }, failure, url, banner = null) {
     reply.finish("error", banner || describeFailure(failure, url, this.canSignIn));
     this.view.markNotSent(userArticle);
     this.view.setStatus(errorStatus(failure));
-    this.view.restore(text);
+    this.view.restore(text, files);
   }
 
   // The thread of the conversation is gone (deleted elsewhere): a new chat, the message
   // back in the box.
-  threadGone(text) {
+  threadGone(text, files = []) {
     this.reset();
     this.view.clear();
     this.view.conversation.prepend(
@@ -222,7 +247,7 @@ export class Chat {
       ),
     );
     this.view.setStatus("Conversation not found; this is a new chat.");
-    this.view.restore(text);
+    this.view.restore(text, files);
   }
 
   // From here on the conversation is kept in this page only (said under the reply).
@@ -303,20 +328,20 @@ export class Chat {
   // The run ended while the connection was down (a 204 on reconnecting): the thread as the
   // server keeps it now, its final answer included, replaces what the page showed.
   async endedAway(reply, base, started) {
-    let messages = null;
+    let thread = null;
     try {
-      messages = await this.loadThread(this.thread);
+      thread = await this.loadThread(this.thread);
     } catch {
-      messages = null;
+      thread = null;
     }
     if (started !== this.generation) return;
-    if (!Array.isArray(messages)) {
+    if (!thread) {
       this.breakOff(reply, base, { failure: new Error(ENDED_UNSEEN) }, "");
       return;
     }
-    this.history = messages;
+    this.history = thread.messages;
     this.view.conversation.replaceChildren();
-    renderSaved(this.view, messages);
+    renderSaved(this.view, thread.messages, thread.files, reply.chatUrl);
     this.view.setStatus("The answer finished while the connection was down; here it is.");
   }
 
@@ -388,6 +413,7 @@ export class Chat {
       ...reply.decisions.get(call.call_id),
     }));
     const body = { ...paused.request.body, messages: paused.conversation, resume: paused.resume };
+    delete body.attachments; // they went with the question, into the run's working directory
     if (body.thread_id) {
       // A thread cannot take a paused run's continuation yet (it would keep the paused
       // turn twice): the conversation goes on in this page, sent whole.

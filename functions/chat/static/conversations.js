@@ -5,6 +5,7 @@
 
 import { followRun } from "./follow.js";
 import { renderSaved } from "./saved.js";
+import { chatUrl } from "./settings.js";
 import { ThreadList } from "./thread-list.js";
 import { ThreadsApi, UNAVAILABLE, showThreadInUrl, threadInUrl } from "./threads.js";
 
@@ -17,6 +18,13 @@ function listChoice(chat) {
   const chosen = chat.settings.read();
   const signin = chat.signin;
   return signin && signin.session ? { ...chosen, token: signin.bearer() } : chosen;
+}
+
+// GET /threads/{id}'s answer as the page uses it: { messages, files }.
+function readThread(thread) {
+  const messages = thread && Array.isArray(thread.messages) ? thread.messages : [];
+  const files = thread && Array.isArray(thread.files) ? thread.files : [];
+  return { messages, files };
 }
 
 export class Conversations {
@@ -38,10 +46,7 @@ export class Conversations {
       this.list.markActive(id);
     };
     chat.onRunEnd = () => this.load();
-    chat.loadThread = async (id) => {
-      const thread = await this.api.get(id);
-      return Array.isArray(thread.messages) ? thread.messages : [];
-    };
+    chat.loadThread = async (id) => readThread(await this.api.get(id));
     window.addEventListener("hashchange", () => {
       const id = threadInUrl();
       if (id && id !== chat.thread) this.open(id);
@@ -96,10 +101,12 @@ export class Conversations {
       this.openFailed(id, failure);
       return;
     }
-    this.chat.openSaved(id, Array.isArray(thread.messages) ? thread.messages : []);
+    const { messages, files } = readThread(thread);
+    this.chat.openSaved(id, messages);
     this.view.conversation.replaceChildren();
     let tail = null;
-    if (this.chat.history.length) tail = renderSaved(this.view, this.chat.history);
+    const url = chatUrl(this.chat.settings.read().endpoint);
+    if (messages.length) tail = renderSaved(this.view, messages, files, url);
     else this.view.clear();
     this.view.setStatus("Ready.");
     this.view.scrollToEnd();

@@ -46,6 +46,12 @@ function hintFor(failure, canSignIn) {
       ? "Sign in (or check the bearer token in Settings)."
       : "Check the bearer token in Settings.";
   }
+  if (failure.status === 413 && failure.error.param === "attachments") {
+    return (
+      "Attach fewer or smaller files, or start a new chat: a conversation's files may add " +
+      "up to 4 MiB."
+    );
+  }
   if (failure.status === 413) return "Shorten the message or start a new chat.";
   if (failure.status === 422) {
     const param = String(failure.error.param || "");

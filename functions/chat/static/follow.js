@@ -6,8 +6,9 @@
 import { describeFailure } from "./errors.js";
 import { stopReason } from "./labels.js";
 import { Reply } from "./reply.js";
-import { textOf } from "./saved.js";
 import { forgetQuestion, onceEach, openStream, questionFor } from "./resume.js";
+import { splitAttached, textOf } from "./saved.js";
+import { chatUrl } from "./settings.js";
 import { readJsonEvents } from "./sse.js";
 
 // The run's first rounds may be in the thread already (saved round by round), or all of it
@@ -53,7 +54,7 @@ function unsavedQuestion(id, history) {
   const question = questionFor(id);
   const last = history.length ? history[history.length - 1] : null;
   if (question === null || !last || last.role !== "user") return question;
-  return textOf(last.content) === question ? null : question;
+  return splitAttached(textOf(last.content)).text === question ? null : question;
 }
 
 // Follows the run going on in thread id, if one is (tail: renderSaved's last answer).
@@ -62,8 +63,10 @@ export async function followRun(chat, id, tail) {
   const controller = new AbortController();
   const started = chat.generation;
   let response;
+  let chosen;
   try {
-    response = await openStream(await chat.chosen(), id, 0, controller.signal);
+    chosen = await chat.chosen();
+    response = await openStream(chosen, id, 0, controller.signal);
   } catch {
     return; // not readable now: the saved conversation stands
   }
@@ -74,7 +77,7 @@ export async function followRun(chat, id, tail) {
   }
   const question = unsavedQuestion(id, chat.history);
   const asked = question === null ? null : chat.view.addUserMessage(question);
-  const reply = new Reply(chat.view.conversation, chat.notices);
+  const reply = new Reply(chat.view.conversation, chat.notices, chatUrl(chosen.endpoint));
   chat.current = { controller, reply };
   chat.updateComposer();
   chat.view.setStatus("An answer is in progress in this conversation; following it…");
@@ -107,9 +110,9 @@ export async function followRun(chat, id, tail) {
 // The followed run is over: the conversation goes on from the thread as the server keeps it.
 async function settleFollowed(chat, reply, outcome, started) {
   if (reply.done) {
-    const messages = await chat.loadThread(chat.thread).catch(() => null);
+    const thread = await chat.loadThread(chat.thread).catch(() => null);
     if (started !== chat.generation) return;
-    if (Array.isArray(messages)) chat.history = messages;
+    if (thread) chat.history = thread.messages;
     const reason = reply.done.stop_reason;
     if ((reply.done.pending || []).length) {
       reply.finish("stopped", PAUSED_AWAY);

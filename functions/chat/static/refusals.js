@@ -10,17 +10,17 @@ export const threadsUnavailable = (request, failure) =>
 
 // A send on a thread refused for the thread's sake: said, and true; else false.
 // 409: another run holds the thread; 404: the thread is gone (a new chat).
-export function threadRefusal(chat, request, failure, { reply, userArticle, text }) {
+export function threadRefusal(chat, request, failure, { reply, userArticle, text, files }) {
   if (!request.body.thread_id) return false;
   if (failure.status === 409) {
     const banner =
       "This conversation has a run going on already (a stopped answer still finishing on " +
       "the server, or another tab). Wait for it to end, then send again.";
-    chat.notSent(reply, userArticle, text, failure, request.url, banner);
+    chat.notSent(reply, userArticle, { text, files }, failure, request.url, banner);
     return true;
   }
   if (failure.status === 404 && chat.thread) {
-    chat.threadGone(text);
+    chat.threadGone(text, files);
     return true;
   }
   return false;

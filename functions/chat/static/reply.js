@@ -1,10 +1,13 @@
 // One assistant reply: the events of its runs (a paused run's continuation included) rendered
-// as text, tool cards and notes, with a line of tokens, cost and budget under it.
+// as text, tool cards and notes, the files its calls made under it (each also in its call's
+// card), with a line of tokens, cost and budget under it.
 
 import { ToolCard } from "./cards.js";
 import { dollars, el, number, plural } from "./dom.js";
+import { Gallery, readFileRef } from "./files.js";
 import { ERROR_CODES, stopReason } from "./labels.js";
 import { renderMarkdown } from "./markdown.js";
+import { chatUrl } from "./settings.js";
 import { sourceList } from "./sources.js";
 import { Transcript } from "./transcript.js";
 
@@ -19,6 +22,7 @@ const ON_EVENT = new Map([
   ["tool_call_start", onToolCallStart],
   ["tool_call_result", onToolCallResult],
   ["approval_request", onApprovalRequest],
+  ["file", (reply, data) => reply.showFile(data.file, data.call_id)],
   ["subagent_finish", onSubagentFinish],
   ["usage", onUsage],
   ["model_switched", onModelSwitched],
@@ -117,7 +121,8 @@ const sumTokens = (usages) =>
   usages.reduce((sum, u) => sum + u.prompt_tokens + u.completion_tokens, 0);
 
 export class Reply {
-  constructor(conversation, notices = new Set()) {
+  // chatUrlSent: the chat URL its run was asked at (a file's relative link is under its base).
+  constructor(conversation, notices = new Set(), chatUrlSent = chatUrl("")) {
     this.el = el("article", {
       class: "msg assistant",
       "aria-label": "agentloop's answer",
@@ -145,6 +150,23 @@ export class Reply {
     this.metaNote = null;
     this.decisions = new Map(); // call_id -> { approved, reason? }, for a paused run
     this.onDecide = () => {};
+    this.chatUrl = chatUrlSent;
+    this.gallery = null; // the files of its runs, under the answer
+    this.fileIds = new Set(); // each file shown once
+  }
+
+  // A file a call made (a FileRef): in that call's card, and in the gallery under the answer.
+  showFile(raw, callId = null) {
+    const file = readFileRef(raw, this.chatUrl, callId);
+    if (!file || this.fileIds.has(file.id)) return;
+    this.fileIds.add(file.id);
+    const card = file.callId ? this.cards.get(file.callId) : null;
+    if (card) card.showFile(file);
+    if (!this.gallery) {
+      this.gallery = new Gallery();
+      this.main.el.after(this.gallery.el);
+    }
+    this.gallery.add(file);
   }
 
   // A paused run goes on in the same reply: the continued run's events land here too.

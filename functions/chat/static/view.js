@@ -1,6 +1,7 @@
 // The conversation and the composer as the person sees them: messages, the status line, the
 // empty page's example prompts, and which controls are on while a run streams or waits.
 
+import { AttachPicker, attachedList } from "./attach.js";
 import { el } from "./dom.js";
 
 // Prompts the empty page offers; each names the tools it needs, so a click shows what the
@@ -55,6 +56,7 @@ export class ChatView {
     this.stopButton = document.getElementById("stop");
     this.status = document.getElementById("status");
     this.idle = this.prompt.placeholder;
+    this.attachments = new AttachPicker();
   }
 
   setStatus(text) {
@@ -75,9 +77,11 @@ export class ChatView {
     this.prompt.setSelectionRange(text.length, text.length);
   }
 
-  // A message that did not go out goes back into an empty message box, to edit.
-  restore(text) {
+  // A message that did not go out goes back into an empty message box, to edit; its files
+  // back among the composer's.
+  restore(text, files = []) {
     if (!this.prompt.value.trim()) this.prompt.value = text;
+    this.attachments.restore(files);
   }
 
   // Send is off while a run streams; the whole composer is off while a paused run waits
@@ -86,16 +90,20 @@ export class ChatView {
     this.sendButton.disabled = running || paused;
     this.stopButton.disabled = !running;
     this.prompt.disabled = paused;
+    this.attachments.setDisabled(paused);
     this.prompt.placeholder = paused ? "Approve or deny the tool calls above to go on." : this.idle;
     document.body.classList.toggle("running", running);
     document.body.classList.toggle("paused", paused);
   }
 
-  addUserMessage(text) {
+  // fileNames: the names of the files sent with it.
+  addUserMessage(text, fileNames = []) {
     const hint = document.getElementById("empty-hint");
     if (hint) hint.remove();
     const article = el("article", { class: "msg user", "aria-label": "your message" });
     article.append(el("div", { class: "md" }, text));
+    const attached = attachedList(fileNames);
+    if (attached) article.append(attached);
     this.conversation.append(article);
     return article;
   }
