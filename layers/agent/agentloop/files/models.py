@@ -10,6 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from agentloop.files.limits import MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS
 
+ATTACHED_NOTE = "\n\n[Attached files, in execute_code's working directory: "
+"""How the note naming a question's attachments starts (``workspace.attachment_note``)."""
+
 
 class FileRef(BaseModel):
     """A file a run made and kept for its caller: what a client shows, and where to get it.

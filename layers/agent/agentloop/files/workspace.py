@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from agentloop.files.artifacts import Artifacts, Made
 from agentloop.files.limits import MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES
 from agentloop.files.media import media_type
-from agentloop.files.models import Attachment, FileRef
+from agentloop.files.models import ATTACHED_NOTE, Attachment, FileRef
 from agentloop.files.names import safe_name, unique_name
 
 WORKSPACE_KEY = "workspace"
@@ -106,7 +106,7 @@ def check_bounds(files: dict[str, bytes]) -> None:
 def attachment_note(placed: list[Placed]) -> str:
     """What the model is told of a person's files (never their bytes)."""
     listed = ", ".join(f"{p.name} ({p.media_type}, {_size(p.size)})" for p in placed)
-    return f"\n\n[Attached files, in execute_code's working directory: {listed}]"
+    return f"{ATTACHED_NOTE}{listed}]"
 
 
 def _size(size: int) -> str:

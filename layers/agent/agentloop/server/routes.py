@@ -4,7 +4,9 @@ page with its modules."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -16,15 +18,32 @@ from agentloop.server.runs import prepare_tools
 from agentloop.server.service import service_of
 
 # The page runs only its own script and styles; connect-src stays open because the endpoint
-# setting may point at another origin (a deployed Function URL).
+# setting may point at another origin (a deployed Function URL). Pictures come from this
+# origin, or from where kept files are served (see page_headers).
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:{files}; "
+    "connect-src *; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 PAGE_HEADERS = {
-    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
-    "img-src 'self' data:; connect-src *; base-uri 'none'; form-action 'none'; "
-    "frame-ancestors 'none'",
+    "content-security-policy": PAGE_CSP.format(files=""),
     "referrer-policy": "no-referrer",
     "x-content-type-options": "nosniff",
     "cache-control": "no-cache",
 }
+
+
+def page_headers(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The page's headers; with a files bucket its presigned links' origins may be pictures
+    (S3's, or AGENTLOOP_FILES_ENDPOINT_URL's). The page makes no other ``<img>``."""
+    env = os.environ if environ is None else environ
+    if not env.get("AGENTLOOP_FILES_BUCKET", "").strip():
+        return PAGE_HEADERS
+    origins = ["https://*.amazonaws.com"]
+    endpoint = urlsplit(env.get("AGENTLOOP_FILES_ENDPOINT_URL", "").strip())
+    if endpoint.scheme in ("http", "https") and endpoint.netloc:
+        origins.append(f"{endpoint.scheme}://{endpoint.netloc}")
+    csp = PAGE_CSP.format(files="".join(f" {origin}" for origin in origins))
+    return {**PAGE_HEADERS, "content-security-policy": csp}
 
 
 async def healthz(request: Request) -> Response:
@@ -60,9 +79,10 @@ class Page:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.headers = page_headers()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await FileResponse(self.path, headers=PAGE_HEADERS)(scope, receive, send)
+        await FileResponse(self.path, headers=self.headers)(scope, receive, send)
 
 
 class PageFiles(StaticFiles):

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentloop.files.models import ATTACHED_NOTE
 from agentloop.threads.errors import InvalidThreadInput
 
 TITLE_CHARS = 80
@@ -52,7 +53,8 @@ def title_from(messages: Sequence[Mapping[str, Any]]) -> str | None:
     for message in messages:
         if message.get("role") != "user":
             continue
-        text = _text_of(message.get("content"))
+        # The note on a question's attachments is not part of its title.
+        text = _text_of(message.get("content")).split(ATTACHED_NOTE, 1)[0]
         line = " ".join(text.split())
         if line:
             return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
