@@ -29,7 +29,7 @@ from tests.e2e.conftest import TOKEN, WAIT_MS
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
-from tests.sample_tools import echo
+from tests.sample_tools import echo, make_file_tool, tiny_png
 from tests.served import FinishedRuns, make_service
 
 pytestmark = pytest.mark.e2e
@@ -219,6 +219,32 @@ def test_use_chat_shows_the_tool_part_and_the_answer_and_sends_them_back(
     assert history[2]["content"] == tool_result["content"]
     assert history[3]["content"] == done.text
     assert history[4]["content"] == "And again?"
+
+
+def test_use_chat_receives_a_file_part_whose_url_is_the_picture(
+    page: Page, serve_use_chat: ServeUseChat, llm: ScriptedLLM
+) -> None:
+    server = serve_use_chat([make_file_tool()])
+    llm.script(Reply(tool_calls=[call("make_file", name="chart.png")]), Reply(text="Made it."))
+    page.goto(server.page_url())
+    expect(page.get_by_role("status")).to_have_text("ready")
+
+    send(page, "Chart it")
+    assert wait_finished(page, 1) == FINISHED
+    part = last_assistant(page).locator('section.part[data-type="file"]')
+    expect(part).to_have_count(1)
+    shown = json.loads(part.locator("pre").inner_text())
+    assert shown["mediaType"] == "image/png"
+    assert shown["providerMetadata"]["agentloop"]["filename"] == "chart.png"
+    picture = page.request.get(shown["url"] if "://" in shown["url"] else server.url + shown["url"])
+    assert picture.status == 200
+    assert picture.body() == tiny_png()
+
+    # Sent back with the conversation, the file part is the assistant's: nothing to attach.
+    llm.script(Reply(text="Still there."))
+    send(page, "And now?")
+    assert wait_finished(page, 2) == FINISHED
+    assert "[Attached files" not in str(llm.requests[2].messages)
 
 
 def test_use_chat_shows_the_sub_agent_part(
