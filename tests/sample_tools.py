@@ -194,3 +194,20 @@ def make_file_tool() -> Tool:
         return ToolOutput({"files": made}, tuple(refs))
 
     return make_file
+
+
+def list_files_tool() -> Tool:
+    """``list_files``: what the run's working directory holds (name -> text), as a program
+    run by execute_code would find it."""
+    from agentloop.files.workspace import WORKSPACE_KEY, Workspace
+
+    @tool(name="list_files")
+    async def list_files(args: NoArgs, ctx: ToolContext) -> dict[str, str]:
+        """List the working directory's files and their text."""
+        workspace = ctx.extras.get(WORKSPACE_KEY)
+        if not isinstance(workspace, Workspace):
+            raise ToolError("no working directory")
+        files = await workspace.snapshot()
+        return {name: data.decode("utf-8", "replace") for name, data in files.items()}
+
+    return list_files

@@ -1,8 +1,34 @@
-"""What the sandbox tests share: a look for processes left behind, and hostile programs."""
+"""What the sandbox tests share: a look for processes left behind, hostile programs, and
+the marks of tests that need the real sandbox with its libraries."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import pytest
+
+from agentloop.sandbox.isolation import IsolationUnavailable, namespaces
+
+LOCAL_STACK = Path(__file__).resolve().parents[1] / ".sandbox-stack"
+"""The libraries ``make sandbox-stack`` builds (``make test`` depends on it)."""
+
+
+def _isolated() -> bool:
+    try:
+        namespaces()
+    except IsolationUnavailable:
+        return False
+    return True
+
+
+NEEDS_ISOLATED_STACK = [
+    pytest.mark.skipif(not _isolated(), reason="needs bubblewrap (make test installs it as root)"),
+    pytest.mark.skipif(
+        not (LOCAL_STACK / "manifest.json").exists(), reason="needs make sandbox-stack (make test)"
+    ),
+]
+"""Marks of a test that runs programs in namespaces with numpy, pandas and matplotlib."""
 
 NUL = b"\0"
 

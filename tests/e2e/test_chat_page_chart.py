@@ -8,35 +8,21 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 
 import httpx
 import pytest
 from PIL import Image
 from playwright.sync_api import Page, expect
 
-from agentloop.sandbox.isolation import IsolationUnavailable, namespaces
 from agentloop.sandbox.settings import SandboxSettings
 from agentloop.tools.execute_code import execute_code_tool
 from tests.e2e.conftest import WAIT_MS, ServeChat, open_chat, send, wait_for_reply
 from tests.e2e.screenshot import SHOTS, SIZES
 from tests.e2e.test_chat_page_files import DECODED, attach, file_payload
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
+from tests.sandbox_probes import LOCAL_STACK, NEEDS_ISOLATED_STACK
 
-STACK = Path(__file__).resolve().parents[2] / ".sandbox-stack"
-try:
-    namespaces()
-    ISOLATED = True
-except IsolationUnavailable:
-    ISOLATED = False
-
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(not ISOLATED, reason="needs bubblewrap (make test installs it as root)"),
-    pytest.mark.skipif(
-        not (STACK / "manifest.json").exists(), reason="needs make sandbox-stack (make test)"
-    ),
-]
+pytestmark = [pytest.mark.e2e, *NEEDS_ISOLATED_STACK]
 
 expect.set_options(timeout=WAIT_MS)
 
@@ -62,7 +48,7 @@ def test_a_csv_is_plotted_in_the_sandbox_and_the_chart_is_on_the_page(
     page: Page, serve_chat: ServeChat, llm: ScriptedLLM
 ) -> None:
     settings = SandboxSettings.from_env(
-        {"AGENTLOOP_SANDBOX_ISOLATION": "namespaces", "AGENTLOOP_SANDBOX_STACK": str(STACK)}
+        {"AGENTLOOP_SANDBOX_ISOLATION": "namespaces", "AGENTLOOP_SANDBOX_STACK": str(LOCAL_STACK)}
     )
     server = serve_chat([execute_code_tool(settings)])
     llm.script(

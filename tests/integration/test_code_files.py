@@ -21,30 +21,17 @@ import httpx
 import pytest
 from PIL import Image
 
-from agentloop.sandbox.isolation import IsolationUnavailable, namespaces
 from agentloop.sandbox.settings import SandboxSettings
 from agentloop.tools.execute_code import execute_code_tool
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import parse_sse
 from tests.integration.thread_faces import ThreadedApp
+from tests.sandbox_probes import LOCAL_STACK, NEEDS_ISOLATED_STACK
 from tests.served import TOKEN
 
-ROOT = Path(__file__).resolve().parents[2]
-STACK = ROOT / ".sandbox-stack"
 JSON = dict[str, Any]
 
-try:
-    namespaces()
-    ISOLATED = True
-except IsolationUnavailable:
-    ISOLATED = False
-
-pytestmark = [
-    pytest.mark.skipif(not ISOLATED, reason="needs bubblewrap (make test installs it as root)"),
-    pytest.mark.skipif(
-        not (STACK / "manifest.json").exists(), reason="needs make sandbox-stack (make test)"
-    ),
-]
+pytestmark = NEEDS_ISOLATED_STACK
 
 SALES = "date,amount\n" + "".join(
     f"2026-{month:02d}-{day:02d},{month * 10 + day}\n" for month in (1, 2, 3) for day in (1, 15)
@@ -64,7 +51,7 @@ plt.savefig("output/monthly.png", dpi=60)
 @pytest.fixture
 def served(tmp_path: Path, llm: ScriptedLLM) -> Iterator[ThreadedApp]:
     settings = SandboxSettings.from_env(
-        {"AGENTLOOP_SANDBOX_ISOLATION": "namespaces", "AGENTLOOP_SANDBOX_STACK": str(STACK)}
+        {"AGENTLOOP_SANDBOX_ISOLATION": "namespaces", "AGENTLOOP_SANDBOX_STACK": str(LOCAL_STACK)}
     )
     with ThreadedApp(tmp_path, "code-files", [execute_code_tool(settings)]) as app:
         yield app

@@ -17,39 +17,17 @@ import httpx
 import mcp_types as types
 import openai
 import pytest
-from pydantic import BaseModel
 
 from agentloop.files.limits import MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS
-from agentloop.files.workspace import WORKSPACE_KEY, Workspace
-from agentloop.tools.base import Tool, ToolContext, ToolError, tool
 from tests.fakes.node_client import run_node
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.integration.thread_faces import ThreadedApp
 from tests.mcp_session import open_mcp_session
-from tests.sample_tools import make_file_tool, tiny_png
+from tests.sample_tools import list_files_tool, make_file_tool, tiny_png
 from tests.served import TOKEN, ServedApp, make_service
 
 JSON = dict[str, Any]
 CSV = b"city,people\nParis,2102650\nLyon,522250\n"
-
-
-class NoArgs(BaseModel):
-    pass
-
-
-def list_files_tool() -> Tool:
-    """``list_files``: the run's working directory (name -> text), as a program finds it."""
-
-    @tool(name="list_files")
-    async def list_files(args: NoArgs, ctx: ToolContext) -> dict[str, str]:
-        """List the working directory's files and their text."""
-        workspace = ctx.extras.get(WORKSPACE_KEY)
-        if not isinstance(workspace, Workspace):
-            raise ToolError("no working directory")
-        files = await workspace.snapshot()
-        return {name: data.decode("utf-8", "replace") for name, data in files.items()}
-
-    return list_files
 
 
 @pytest.fixture

@@ -15,40 +15,17 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from pydantic import BaseModel
 
 from agentloop.files.blobs import DirectoryBlobs
 from agentloop.files.limits import MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS
-from agentloop.files.workspace import WORKSPACE_KEY, Workspace
-from agentloop.tools.base import Tool, ToolContext, ToolError, tool
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.helpers import parse_sse
 from tests.integration.thread_faces import OTHER, ThreadedApp
-from tests.sample_tools import make_file_tool, tiny_png
+from tests.sample_tools import list_files_tool, make_file_tool, tiny_png
 from tests.served import TOKEN
 
 JSON = dict[str, Any]
 USER = {"role": "user", "content": "Make me a chart."}
-
-
-class NoArgs(BaseModel):
-    pass
-
-
-def list_files_tool() -> Tool:
-    """``list_files``: what the run's working directory holds (name -> text), as a program
-    run by execute_code would find it."""
-
-    @tool(name="list_files")
-    async def list_files(args: NoArgs, ctx: ToolContext) -> dict[str, str]:
-        """List the working directory's files and their text."""
-        workspace = ctx.extras.get(WORKSPACE_KEY)
-        if not isinstance(workspace, Workspace):
-            raise ToolError("no working directory")
-        files = await workspace.snapshot()
-        return {name: data.decode("utf-8", "replace") for name, data in files.items()}
-
-    return list_files
 
 
 @pytest.fixture
