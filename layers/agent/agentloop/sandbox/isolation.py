@@ -171,18 +171,7 @@ def namespace_argv(
         args += ["--unshare-all", "--unshare-user", "--disable-userns"]
     args += _system_view(_prefixes())
     args += ["--proc", "/proc", "--dev", "/dev"]
-    size = str(tmpfs_bytes)
-    args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
-    args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]  # multiprocessing
-    args += ["--perms", "1777", "--size", size, "--tmpfs", SANDBOX_DIR]
-    args += ["--ro-bind", code_file, f"{SANDBOX_DIR}/main.py", "--chdir", SANDBOX_DIR]
-    made: set[str] = set()
-    for source, target in binds:
-        args += _parents(target, made)
-        args += ["--ro-bind", source, target]
-    if isolation.stack is not None:
-        args += _parents(VIEW_DIR, set())
-        args += isolation.stack.namespace_args()
+    args += _run_dirs(code_file, tmpfs_bytes, binds, isolation.stack)
     args += ["--remount-ro", "/"]  # the new root is a tmpfs too: not a place to write
     if seccomp.program() is not None:
         args += ["--seccomp", SECCOMP_FD]  # the supervisor puts the filter in a pipe there
@@ -204,6 +193,26 @@ def namespace_argv(
             "--",
         ]
     return args + program, run_uid
+
+
+def _run_dirs(
+    code_file: str, tmpfs_bytes: int, binds: Iterable[tuple[str, str]], stack: Stack | None
+) -> list[str]:
+    """The run's own places: size-capped tmpfs (``/tmp``, ``/dev/shm``, the working directory
+    with the program in it), and the read-only binds (the shuttle's, the stack)."""
+    size = str(tmpfs_bytes)
+    args = ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+    args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]  # multiprocessing
+    args += ["--perms", "1777", "--size", size, "--tmpfs", SANDBOX_DIR]
+    args += ["--ro-bind", code_file, f"{SANDBOX_DIR}/main.py", "--chdir", SANDBOX_DIR]
+    made: set[str] = set()
+    for source, target in binds:
+        args += _parents(target, made)
+        args += ["--ro-bind", source, target]
+    if stack is not None:
+        args += _parents(VIEW_DIR, set())
+        args += stack.namespace_args()
+    return args
 
 
 def _probe(isolation: Isolation) -> str | None:

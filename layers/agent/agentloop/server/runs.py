@@ -98,23 +98,20 @@ async def start_run(
     their whole view says how many user turns it held (``user_turns_seen``: a thread with
     more is a 409; see ``threads.runs.open_thread``).
 
+    The request's attachments go into the run's working directory (``_with_workspace``).
     With limits (``service.quota``) the run's maximum is reserved here, before any model
     call (429 over a limit, 503 if the store is down), and settled when its events end."""
     info = invocation_info(request.headers)
     context = _context(service, info, who)
     on_thread = None
     if chat_request.thread_id is not None:  # 404, 409 (busy) or 503 before anything is spent
-        seen = (client_thread_ids, user_turns_seen)
-        chat_request, on_thread = await _open_thread(request, who, chat_request, info, seen)
-        context.on_round = on_thread.save_round
-    try:  # a continuation is checked with the caller's signer (ChatContext.signer)
-        chat_request = await _with_workspace(request, who, chat_request, context, on_thread)
-        plan = plan_request(
-            chat_request, service.config, service.tools, context.signer, can_ask=can_ask
+        chat_request, on_thread = await _open_thread(
+            request, who, chat_request, info, (client_thread_ids, user_turns_seen)
         )
-        held = None
-        if service.quota is not None:
-            plan, held = await _reserve(service, who, plan, info)
+        context.on_round = on_thread.save_round
+    try:
+        chat_request = await _with_workspace(request, who, chat_request, context, on_thread)
+        plan, held = await _planned(service, who, chat_request, context, info, can_ask)
     except BaseException as exc:
         if on_thread is not None:
             await on_thread.abandon()
@@ -194,6 +191,24 @@ async def _with_workspace(
     from agentloop.server.attachments import attach
 
     return await attach(workspace, chat_request, on_thread)
+
+
+async def _planned(
+    service: ChatService,
+    who: Principal,
+    chat_request: ChatRequest,
+    context: ChatContext,
+    info: InvocationInfo,
+    can_ask: bool,
+) -> tuple[RunPlan, Held | None]:
+    """The run's plan (a continuation checked with the caller's signer), within what the
+    caller may still spend and reserved, when limits apply."""
+    plan = plan_request(
+        chat_request, service.config, service.tools, context.signer, can_ask=can_ask
+    )
+    if service.quota is None:
+        return plan, None
+    return await _reserve(service, who, plan, info)
 
 
 async def _reserve(
