@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -18,6 +19,39 @@ pytest_plugins = ["tests.fakes.pytest_plugin"]
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# Modules whose tests must not run at the same time as each other under pytest-xdist: they go
+# to one worker as one unit. The sandbox's: the jailed drivers' uid 993 is "the driver's alone",
+# and the process limit counts every task of a uid. make's: `make dev` and `make invoke`
+# (re)install .venv when its stamp is older than pyproject.toml, and two at once break it.
+_TOGETHER = {
+    "sandbox": ("test_sandbox_", "test_execute_code_tool"),
+    "make": ("test_default_model", "test_invoke", "test_cli"),
+}
+
+
+def _unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its module's group, or the test alone."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    for unit, prefixes in _TOGETHER.items():
+        if module.startswith(prefixes):
+            return unit
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist (the dev extra); unused without
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist load``, but each of the groups above is one unit of work. (xdist's own
+    ``xdist_group`` marks do nothing under pytest 9: xdist renames the nodeid through a
+    private attribute pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Together(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit_of(nodeid)
+
+    return Together(config, log)
+
 
 MODELS = {
     "groq": "groq:llama-3.3-70b-versatile",

@@ -296,10 +296,10 @@ def test_the_pages_files_route_serves_nothing_outside_static(client: TestClient,
 
 
 def test_deadline_header_is_honoured(llm: ScriptedLLM) -> None:
-    config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 3.0})
-    llm.script(Reply(tool_calls=[call("until_deadline", margin_s=2.9)]))
+    config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 1.5})
+    llm.script(Reply(tool_calls=[call("until_deadline", margin_s=1.4)]))
     llm.respond_with(lambda req: Reply(text="Answer before the deadline."))
-    lambda_context = {"request_id": "req-123", "deadline": int((time.time() + 6.0) * 1000)}
+    lambda_context = {"request_id": "req-123", "deadline": int((time.time() + 3.0) * 1000)}
     with TestClient(
         create_app(make_service([until_deadline], config=config)), base_url=LOCAL
     ) as client:

@@ -386,13 +386,14 @@ async def test_deadline_stops_before_a_new_turn(llm: ScriptedLLM, model: str) ->
     from agentloop.limits import Deadline
     from tests.sample_tools import until_deadline
 
-    # 3 s kept for the answer: the first turn runs, then the tool uses up the slack.
-    config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 3.0})
-    llm.script(Reply(tool_calls=[call("until_deadline", margin_s=2.9)]))
+    # 1.5 s kept for the answer: the first turn runs (its 1.5 s of slack are more than a
+    # turn's minimum of 1 s), then the tool uses up the slack.
+    config = TEST_CONFIG.model_copy(update={"deadline_reserve_s": 1.5})
+    llm.script(Reply(tool_calls=[call("until_deadline", margin_s=1.4)]))
     llm.respond_with(lambda req: Reply(text="Answer under time pressure."))
     context = ChatContext(
         setup=AgentSetup(config=config, tools=ToolRegistry([until_deadline])),
-        deadline=Deadline.after(6.0),
+        deadline=Deadline.after(3.0),
     )
 
     result = await run_chat("Hurry.", model=model, context=context, tools=[until_deadline])
