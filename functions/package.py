@@ -149,11 +149,15 @@ def strip(root: Path) -> None:
 
 
 def build_layer(build: Path) -> Path:
-    layer = build / "layer"
+    return agentloop_layer(build / "layer", LAYER_SOURCE / "requirements.txt")
+
+
+def agentloop_layer(layer: Path, requirements: Path) -> Path:
+    """A layer of ``requirements`` and the agentloop package under ``layer/python``."""
     site = layer / "python"
     shutil.rmtree(layer, ignore_errors=True)
     site.mkdir(parents=True)
-    pip_install(site, LAYER_SOURCE / "requirements.txt")
+    pip_install(site, requirements)
     shutil.copytree(
         LAYER_SOURCE / "agentloop",
         site / "agentloop",
@@ -173,23 +177,12 @@ def build_sandbox_layer(build: Path, layer_site: Path) -> Path:
     Its handler imports only ``agentloop.sandbox`` (with ``config`` and ``files``) and
     pydantic, so it needs nothing else of the agent layer: about 70 MiB left out, and the
     room the stack layer needs under Lambda's limit."""
-    layer = build / "sandbox-layer"
-    site = layer / "python"
-    shutil.rmtree(layer, ignore_errors=True)
-    site.mkdir(parents=True)
     provided = distributions(layer_site)
     requirements = build / "sandbox-layer-requirements.txt"
     requirements.write_text(
         "".join(f"{name}=={provided[name][0]}\n" for name in SANDBOX_LAYER_NEEDS), "utf-8"
     )
-    pip_install(site, requirements)
-    shutil.copytree(
-        LAYER_SOURCE / "agentloop",
-        site / "agentloop",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
-    strip(site)
-    return layer
+    return agentloop_layer(build / "sandbox-layer", requirements)
 
 
 def build_chat(build: Path, layer_site: Path) -> Path:

@@ -8,7 +8,7 @@ import socket
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,3 +135,26 @@ class CallCounter:
         """The calls since the last take."""
         counted, self.calls = dict(self.calls), Counter()
         return counted
+
+
+def store_fixtures() -> tuple[Any, Any]:
+    """The ``clock`` and ``store`` fixtures of a module that tests on both backends: assign
+    them in the module (``clock, store = store_fixtures()``); it imports ``serial_moto`` too.
+    ``store`` is a fresh store on each backend, closed after the test."""
+
+    @pytest.fixture
+    def clock() -> Clock:
+        return Clock()
+
+    @pytest.fixture(params=BACKENDS)
+    async def store(
+        request: pytest.FixtureRequest,
+        tmp_path: Path,
+        clock: Clock,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> AsyncIterator[Store]:
+        opened = backend_store(request, tmp_path, clock, monkeypatch)
+        yield opened
+        await opened.close()
+
+    return clock, store

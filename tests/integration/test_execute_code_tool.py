@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -168,6 +169,41 @@ def test_handler_answers_bad_events_with_an_error(event: object, fragment: str) 
     assert result["ok"] is False
     assert result["error_kind"] == "invalid_request"
     assert fragment in result["error"]
+
+
+@pytest.mark.parametrize(
+    ("files", "fragment"),
+    [
+        ({"../escape.txt": "YQ=="}, "not a usable path"),
+        ({"/etc/passwd": "YQ=="}, "not a usable path"),
+        ({"a/b/c/d.txt": "YQ=="}, "not a usable path"),
+        ({".hidden": "YQ=="}, "not a usable path"),
+        ({"data.csv": "not base64!"}, "files:"),
+        ({f"f{i}": "" for i in range(65)}, "files"),
+    ],
+)
+def test_handler_refuses_files_it_could_not_place_safely(
+    files: dict[str, str], fragment: str
+) -> None:
+    event = {"code": "print(1)", "files": files}
+    result = sandbox_handler.handler(event, FakeContext(SANDBOX_FUNCTION, timeout_s=60))
+
+    assert result["ok"] is False
+    assert result["error_kind"] == "invalid_request"
+    assert fragment in result["error"]
+
+
+def test_handler_carries_the_working_directory_both_ways() -> None:
+    code = "open('output/upper.txt', 'w').write(open('data.csv').read().upper())"
+    event = {"code": code, "files": {"data.csv": base64.b64encode(b"a,b\n").decode()}}
+    result = sandbox_handler.handler(event, FakeContext(SANDBOX_FUNCTION, timeout_s=60))
+
+    assert result["ok"] is True, result
+    workdir = result["workdir"]
+    assert workdir["present"] == ["data.csv", "output/upper.txt"]
+    assert {p: base64.b64decode(d) for p, d in workdir["changed"].items()} == {
+        "output/upper.txt": b"A,B\n"
+    }
 
 
 def test_handler_cleans_up_what_escaped_its_supervisor(tmp_path: Path) -> None:

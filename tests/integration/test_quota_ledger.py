@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -19,14 +17,13 @@ from agentloop.quota.limits import LimitValueError
 from agentloop.store import Store
 from tests.serial_moto import serial_moto  # noqa: F401 (a fixture)
 from tests.store_backends import (
-    BACKENDS,
     START,
     CallCounter,
     Clock,
     Moto,
     aws_env,
-    backend_store,
     dynamodb_store,
+    store_fixtures,
 )
 
 ALICE = Principal.for_key("alice")
@@ -39,18 +36,7 @@ def want(tokens: int = 1000, usd: float | None = 0.01, lease_s: float = 100) -> 
     return Want(tokens, None if usd is None else round(usd * MICRO), lease_s)
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture(params=BACKENDS)
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Store]:
-    opened = backend_store(request, tmp_path, clock, monkeypatch)
-    yield opened
-    await opened.close()
+clock, store = store_fixtures()
 
 
 def quota(store: Store, clock: Clock, **default: float) -> Quota:

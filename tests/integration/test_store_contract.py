@@ -4,8 +4,6 @@ through boto3 against moto's server on loopback (a table made as template.yaml m
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -21,27 +19,11 @@ from agentloop.store import (
 )
 from tests.serial_moto import serial_moto  # noqa: F401 (a fixture)
 from tests.store_backends import (
-    BACKENDS,
     Clock,
-    backend_store,
+    store_fixtures,
 )
 
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture(params=BACKENDS)
-async def store(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    clock: Clock,
-    monkeypatch: pytest.MonkeyPatch,
-) -> AsyncIterator[Store]:
-    opened = backend_store(request, tmp_path, clock, monkeypatch)
-    yield opened
-    await opened.close()
+clock, store = store_fixtures()
 
 
 async def sorts(store: Store, partition: str, **query: object) -> list[str]:

@@ -9,7 +9,6 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,7 @@ from agentloop.limits import CancelToken
 from agentloop.store import Store
 from agentloop.streams import DAY_S, Head, Replay, StreamLog, StreamWriter, keys, replay
 from tests.serial_moto import serial_moto  # noqa: F401 (a fixture)
-from tests.store_backends import BACKENDS, START, Clock, backend_store
+from tests.store_backends import START, Clock, store_fixtures
 
 ADA, BOB = "key:ada", "jwt:0123456789abcdef01234567"
 THREAD = "th_abc"
@@ -25,18 +24,7 @@ BIG = "é" * 200_000 + "x" * 300_000
 """A frame of ~1.5 MB once stored (every é is six bytes escaped): it spans several items."""
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture(params=BACKENDS)
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Store]:
-    opened = backend_store(request, tmp_path, clock, monkeypatch)
-    yield opened
-    await opened.close()
+clock, store = store_fixtures()
 
 
 @pytest.fixture

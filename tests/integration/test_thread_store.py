@@ -5,8 +5,6 @@ injected, so leases and retention are tested by moving it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,24 +20,13 @@ from agentloop.threads import (
 )
 from agentloop.threads.segments import MAX_APPEND_SEGMENTS, SEGMENT_BYTES
 from tests.serial_moto import serial_moto  # noqa: F401 (a fixture)
-from tests.store_backends import BACKENDS, START, Clock, backend_store
+from tests.store_backends import START, Clock, store_fixtures
 
 ADA, BOB = "key:ada", "jwt:0123456789abcdef01234567"
 DAY = 86_400
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture(params=BACKENDS)
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Store]:
-    opened = backend_store(request, tmp_path, clock, monkeypatch)
-    yield opened
-    await opened.close()
+clock, store = store_fixtures()
 
 
 @pytest.fixture

@@ -35,8 +35,6 @@ _TYPES = {
 }
 INLINE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Shown in the page as pictures and served inline; nothing in them can run."""
-SHOWN_AS_IMAGES = INLINE_IMAGES | {"image/svg+xml"}
-"""What the page may put in an ``<img>`` (an SVG there runs no script)."""
 
 SANDBOX_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; sandbox"
 

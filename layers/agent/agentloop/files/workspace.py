@@ -51,7 +51,10 @@ class Workspace:
         return dict(self._files)
 
     async def apply(self, files: dict[str, bytes]) -> None:
-        """The working directory as a call left it; saved with the thread, if there is one."""
+        """The working directory as a call left it; saved with the thread, if there is one
+        (a call that changed nothing writes nothing)."""
+        if files == self._files:
+            return
         self._files = dict(files)
         await self._save()
 
