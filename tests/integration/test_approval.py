@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.continuation import Signer
-from agentloop.events import EVENT_ADAPTER, Done, Event
+from agentloop.events import Done, Event, event_adapter
 from agentloop.models import ChatRequest
 from agentloop.server.identity import api_keys
 from agentloop.server.service import ChatService
@@ -48,7 +48,7 @@ def run(client: TestClient, body: dict[str, Any]) -> tuple[list[Event], Done]:
     with client.stream("POST", "/chat", json=body, headers=AUTH) as response:
         assert response.status_code == 200, response.read()
         events = [
-            EVENT_ADAPTER.validate_python(data)
+            event_adapter().validate_python(data)
             for _, data in parse_sse(response.iter_lines())
             if data is not None
         ]

@@ -22,7 +22,7 @@ from agentloop.app_settings import AppSettings
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.auth import BearerAuth, hash_token
 from agentloop.config import ConfigurationError
-from agentloop.events import EVENT_ADAPTER, Done, Event, Notice
+from agentloop.events import Done, Event, Notice, event_adapter
 from agentloop.pricing import PriceOverride
 from agentloop.principal import Principal
 from agentloop.quota import LimitsConfig, Quota, Want
@@ -104,7 +104,7 @@ class Served(ServedApp):
 def events_of(response: httpx.Response) -> list[Event]:
     assert response.status_code == 200, response.text
     lines = response.text.splitlines()
-    return [EVENT_ADAPTER.validate_python(d) for _, d in parse_sse(iter(lines)) if d is not None]
+    return [event_adapter().validate_python(d) for _, d in parse_sse(iter(lines)) if d is not None]
 
 
 def done_of(response: httpx.Response) -> Done:

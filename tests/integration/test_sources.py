@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from agentloop.ask_llm import ask_llm_tool
-from agentloop.events import EVENT_ADAPTER, Done, Event
+from agentloop.events import Done, Event, event_adapter
 from agentloop.sources import collect
 from agentloop.tools.base import Tool
 from agentloop.tools.scrape import ScrapeSettings, scrape_tool
@@ -150,7 +150,7 @@ def test_done_lists_the_pages_read_and_results_found_sub_agents_included(
     with httpx.stream("POST", f"{app.url}/chat", json=body, headers=AUTH, timeout=60) as response:
         assert response.status_code == 200
         events: list[Event] = [
-            EVENT_ADAPTER.validate_python(data)
+            event_adapter().validate_python(data)
             for kind, data in iter_sse(response.iter_lines())
             if kind != "ping"
         ]

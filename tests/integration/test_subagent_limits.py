@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.config import AgentConfig
-from agentloop.events import EVENT_ADAPTER, ApprovalRequest, Done, Event
+from agentloop.events import ApprovalRequest, Done, Event, event_adapter
 from agentloop.tools.base import Tool, ToolContext, tool
 from chat_app import create_app
 from tests.fakes.loopback import LoopbackServer
@@ -105,7 +105,7 @@ def chat(url: str, body: JSON) -> list[Event]:
     with httpx.stream("POST", f"{url}/chat", json=body, headers=AUTH, timeout=30) as response:
         assert response.status_code == 200, response.read()
         return [
-            EVENT_ADAPTER.validate_python(data)
+            event_adapter().validate_python(data)
             for _, data in parse_sse(response.iter_lines())
             if data is not None
         ]

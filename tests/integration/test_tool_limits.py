@@ -17,7 +17,7 @@ import pytest
 
 from agentloop.ask_llm import ask_llm_tool
 from agentloop.config import AgentConfig
-from agentloop.events import EVENT_ADAPTER, Done, Event, RunStart
+from agentloop.events import Done, Event, RunStart, event_adapter
 from agentloop.models import ChatRequest
 from agentloop.plan import PlanError, plan_run
 from agentloop.tools.base import Tool, ToolContext, tool
@@ -258,7 +258,7 @@ class Served(ServedApp):
                 error: dict[str, Any] = response.json()["error"]
                 return response.status_code, error
             events = [
-                EVENT_ADAPTER.validate_python(data)
+                event_adapter().validate_python(data)
                 for _, data in parse_sse(response.iter_lines())
                 if data is not None
             ]

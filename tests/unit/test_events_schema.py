@@ -10,7 +10,6 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from agentloop.events import (
-    EVENT_ADAPTER,
     ApprovalRequest,
     Done,
     ErrorEvent,
@@ -28,6 +27,7 @@ from agentloop.events import (
     TurnStart,
     UsageReport,
     _Event,
+    event_adapter,
     event_json_schema,
     event_schema_text,
 )
@@ -138,7 +138,7 @@ def test_samples_cover_every_event_type() -> None:
 
 @pytest.mark.parametrize("event", SAMPLES, ids=lambda e: type(e).__name__)
 def test_event_round_trips_through_json(event: _Event) -> None:
-    again = EVENT_ADAPTER.validate_json(event.model_dump_json())
+    again = event_adapter().validate_json(event.model_dump_json())
 
     assert type(again) is type(event)
     assert again == event
@@ -199,5 +199,5 @@ def test_schema_requires_the_type_discriminator(validator: Draft202012Validator)
     del data["type"]
 
     with pytest.raises(ValueError, match="type"):
-        EVENT_ADAPTER.validate_python(data)
+        event_adapter().validate_python(data)
     assert not validator.is_valid(data)

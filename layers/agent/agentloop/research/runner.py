@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentloop.chat import AgentSetup, ChatContext, handle_chat
 from agentloop.config import AgentConfig
-from agentloop.events import EVENT_ADAPTER, Done, Event
+from agentloop.events import Done, Event, event_adapter
 from agentloop.limits import Deadline, LambdaContextLike
 from agentloop.llm.base import ChatModel
 from agentloop.llm.registry import get_model
@@ -326,7 +326,7 @@ class _Invocation:
         self.attempt = attempt
         self.start = start
         self.earlier_wire = list(state.events)
-        self.earlier: list[Event] = [EVENT_ADAPTER.validate_python(e) for e in state.events]
+        self.earlier: list[Event] = [event_adapter().validate_python(e) for e in state.events]
         self.events: list[Event] = []
         self.base_seconds = state.seconds
         self.base_messages = list(state.messages)
