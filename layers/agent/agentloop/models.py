@@ -8,21 +8,13 @@ same history goes to every provider without conversion.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from agentloop.files.models import Attachments
+from agentloop.patterns import Pattern
 
 StopReason = Literal[
     "completed",
@@ -40,26 +32,7 @@ StopReason = Literal[
 ``continuation.py``) or, for ``suspended``, by the server in another invocation."""
 
 
-def _plain_name(most: int) -> AfterValidator:
-    """Checks a string of 1 to ``most`` ASCII letters, digits, ``_`` and ``-`` with Python's
-    ``re``, not pydantic's ``pattern``: the first pattern pydantic compiles loads its Rust regex
-    engine, about 0.3 MB a process keeps (``make bench``'s memory figure)."""
-    whole = re.compile(f"[A-Za-z0-9_-]{{1,{most}}}")
-
-    def check(value: str) -> str:
-        if whole.fullmatch(value) is None:
-            raise ValueError(f"should be 1 to {most} letters, digits, '_' or '-'")
-        return value
-
-    return AfterValidator(check)
-
-
-def _stated(most: int) -> Any:
-    """The JSON Schema's statement of :func:`_plain_name`'s rule."""
-    return Field(json_schema_extra={"pattern": f"^[A-Za-z0-9_-]{{1,{most}}}$"})
-
-
-FunctionName = Annotated[str, _plain_name(64), _stated(64)]
+FunctionName = Annotated[str, Pattern(r"^[A-Za-z0-9_-]{1,64}$")]
 """OpenAI's rule for a function's (and a response format's) name."""
 
 
@@ -306,8 +279,7 @@ NEW_THREAD = "new"
 """The ``thread_id`` that asks for a new thread."""
 ThreadId = Annotated[
     str,
-    _plain_name(128),
-    _stated(128),
+    Pattern(r"^[A-Za-z0-9_-]{1,128}$"),
     Field(description=f"A thread's id, or {NEW_THREAD!r} for a new thread."),
 ]
 

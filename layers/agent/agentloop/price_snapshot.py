@@ -14,7 +14,6 @@ entry against the table, so an upgrade without a new file fails.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
@@ -41,14 +40,22 @@ _PROBES: tuple[tuple[int, int, int], ...] = (
 )
 
 
-@functools.cache
 def snapshot() -> dict[str, tuple[float, float, float]]:
     """``provider:model`` -> dollars per token (input, cached input, output), from the file."""
-    data = json.loads(PATH.read_text(encoding="utf-8"))
-    return {
-        spec: (float(i) / MILLION, float(c) / MILLION, float(o) / MILLION)
-        for spec, (i, c, o) in data["models"].items()
-    }
+    models = json.loads(PATH.read_text(encoding="utf-8"))["models"]
+    return {spec: _per_token(rates) for spec, rates in models.items()}
+
+
+def rates_of(spec: str) -> tuple[float, float, float] | None:
+    """One model's :func:`snapshot` entry. The table is read again (0.1 ms) rather than kept:
+    a process prices a few models, and the whole table would stay in its memory."""
+    rates = json.loads(PATH.read_text(encoding="utf-8"))["models"].get(spec)
+    return None if rates is None else _per_token(rates)
+
+
+def _per_token(rates: list[str]) -> tuple[float, float, float]:
+    prompt, cached, output = rates
+    return float(prompt) / MILLION, float(cached) / MILLION, float(output) / MILLION
 
 
 def table_price(spec: str, prompt: int, cached: int, output: int) -> Decimal | None:

@@ -111,9 +111,9 @@ def _override_rates(price: PriceOverride) -> Rates:
 @functools.lru_cache(maxsize=256)
 def _flat_rates(spec: str) -> Rates | None:
     """The snapshot's rates of ``spec`` (a model with one price per token), if it has them."""
-    from agentloop.price_snapshot import snapshot
+    from agentloop.price_snapshot import rates_of
 
-    rates = snapshot().get(spec)
+    rates = rates_of(spec)
     return None if rates is None else Rates(*rates)
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from agentloop.models import ChatRequest, Message, UserMessage
+from agentloop.patterns import Pattern
 from agentloop.research.owner import check_owner
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -105,8 +106,7 @@ class JobOutput(_Strict):
 class JobSpec(_Strict):
     """One research question, run on a schedule or locally."""
 
-    id: str = Field(
-        pattern=JOB_ID_PATTERN,
+    id: Annotated[str, Pattern(JOB_ID_PATTERN)] = Field(
         description="Names the job's folder: letters, digits, '-' and '_', at most 64.",
     )
     prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
@@ -191,7 +191,7 @@ class ScheduleInput(_Strict):
     """
 
     jobs: list[Any] | None = Field(default=None, max_length=MAX_JOBS)
-    jobs_s3: str | None = Field(default=None, pattern=S3_URI_PATTERN)
+    jobs_s3: Annotated[str, Pattern(S3_URI_PATTERN)] | None = None
     execution_id: str | None = Field(default=None, max_length=128)
     scheduled_time: AwareDatetime | None = None
     schedule_arn: str | None = Field(default=None, max_length=2048)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstra
 from pydantic_core import PydanticCustomError
 
 from agentloop.http_api import HttpError
+from agentloop.patterns import Pattern
 
 ShortId = Annotated[str, StringConstraints(max_length=256)]
 _CallId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -54,7 +55,7 @@ class FilePart(_Part):
 
 
 class DataPart(_Part):
-    type: Annotated[str, StringConstraints(pattern=r"^data-.", max_length=200)]
+    type: Annotated[str, StringConstraints(max_length=200), Pattern(r"^data-.")]
     id: ShortId | None = None
     data: Any = None
 
@@ -94,7 +95,7 @@ class BaseToolPart(_Part):
 class ToolPart(BaseToolPart):
     """``tool-<name>``: how the stream shows the agent's tool calls."""
 
-    type: Annotated[str, StringConstraints(pattern=r"^tool-.", max_length=133)]
+    type: Annotated[str, StringConstraints(max_length=133), Pattern(r"^tool-.")]
 
     @property
     def tool_name(self) -> str:
