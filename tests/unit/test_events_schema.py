@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import pytest
 from jsonschema import Draft202012Validator
+from pydantic import Field, ValidationError
 
 from agentloop.events import (
     ApprovalRequest,
@@ -142,6 +143,39 @@ def test_event_round_trips_through_json(event: _Event) -> None:
 
     assert type(again) is type(event)
     assert again == event
+
+
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: type(e).__name__)
+def test_an_event_is_made_as_validating_would_make_it(event: _Event) -> None:
+    given = {name: getattr(event, name) for name in event.model_fields_set}
+    validated = type(event).model_validate(given)
+
+    assert list(vars(event)) == list(vars(validated))  # every field, in the same order
+    assert vars(event) == vars(validated)
+    assert event.model_fields_set == validated.model_fields_set
+
+
+def test_making_an_event_builds_no_validator_until_one_is_dumped() -> None:
+    class Probe(_Event):
+        type: Literal["probe"] = "probe"
+        items: list[int] = Field(default_factory=list)
+
+    made, other = Probe(run_id="r"), Probe()
+    assert not Probe.__pydantic_complete__
+    assert made.items == []
+    assert made.items is not other.items
+    assert made.model_fields_set == {"run_id"}
+
+    assert made.model_dump() == {
+        "run_id": "r",
+        "depth": 0,
+        "parent_call_id": None,
+        "type": "probe",
+        "items": [],
+    }
+    assert Probe.__pydantic_complete__
+    with pytest.raises(ValidationError):
+        Probe.model_validate({"depth": -1})
 
 
 @pytest.mark.parametrize("event", SAMPLES, ids=lambda e: type(e).__name__)

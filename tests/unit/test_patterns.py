@@ -71,7 +71,8 @@ def _models() -> list[type[BaseModel]]:
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        if cls.__module__.startswith("agentloop.") and not cls.__pydantic_generic_metadata__["origin"]:
+        generic = cls.__pydantic_generic_metadata__["origin"] is not None
+        if cls.__module__.startswith("agentloop.") and not generic:
             found.append(cls)
     return found
 

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agentloop.files.models import FileRef
 from agentloop.models import Message, PendingCall, StopReason, Usage
+
+_Defaults = tuple[dict[str, Any], tuple[tuple[str, Any], ...]]
+"""A class's fields in their order with the value each takes when left out (a required one:
+None), and the fields whose default a factory makes."""
+_DEFAULTS: dict[type[BaseModel], _Defaults] = {}
+_set = object.__setattr__
 
 
 class _Event(BaseModel):
@@ -22,11 +28,11 @@ class _Event(BaseModel):
 
     Events are made by the engine alone, from values its own types already hold (the model's
     output is checked where it enters, in ``llm/untrusted.py``), so making one does not
-    validate it: ``TextDelta(text=...)`` is pydantic's ``model_construct``. Each class's
-    validator and serializer are built the first time something dumps or validates one (a
-    face's JSON, :func:`event_adapter`), so an in-process run that reads its events as
-    objects never builds them: about 0.3 MB a process keeps (``make bench``'s memory figure),
-    and no validation per streamed chunk.
+    validate it: ``TextDelta(text=...)`` fills the fields as pydantic's ``model_construct``
+    would, in about the time validating took. Each class's validator and serializer are built
+    the first time something dumps or validates one (a face's JSON, :func:`event_adapter`),
+    so an in-process run that reads its events as objects never builds them: about 0.3 MB a
+    process keeps (``make bench``'s memory figure).
     """
 
     # Fields with defaults are always sent, so the published schema lists them as required.
@@ -38,16 +44,33 @@ class _Event(BaseModel):
     depth: int = Field(default=0, ge=0)
     parent_call_id: str | None = None
 
-    def __new__(cls, /, **data: Any) -> Self:
-        # With no data, pydantic itself is making the instance (model_construct, copies).
-        return super().__new__(cls) if not data else cls.model_construct(**data)  # type: ignore[return-value]
-
     def __init__(self, /, **data: Any) -> None:
-        """Made whole by ``__new__``; nothing is validated (see the class's docstring)."""
+        """Fills the fields as given, the rest with their defaults; validates nothing."""
+        template, factories = _DEFAULTS.get(type(self)) or _defaults(type(self))
+        values = template.copy()
+        values.update(data)  # keeps the fields' order: every name is already a key
+        for name, factory in factories:
+            if name not in data:
+                values[name] = factory()
+        # The instance's state, as BaseModel keeps it (its __slots__).
+        _set(self, "__dict__", values)
+        _set(self, "__pydantic_fields_set__", set(data))
+        _set(self, "__pydantic_extra__", None)
+        _set(self, "__pydantic_private__", None)
 
     # Validating (an adapter, ``model_validate``) still checks every field itself rather than
-    # calling this ``__init__``: pydantic's own mark of an ``__init__`` it may bypass.
+    # calling this ``__init__``: pydantic's own mark of an ``__init__`` it may bypass. Pydantic
+    # makes its instances (validating, copying) without calling it.
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+
+def _defaults(cls: type[BaseModel]) -> _Defaults:
+    """What ``cls``'s fields take when left out (worked out once a class)."""
+    fields = cls.__pydantic_fields__.items()
+    template = {name: None if info.is_required() else info.default for name, info in fields}
+    factories = tuple((n, info.default_factory) for n, info in fields if info.default_factory)
+    _DEFAULTS[cls] = template, factories
+    return _DEFAULTS[cls]
 
 
 class RunStart(_Event):
