@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
-import inspect
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -147,11 +146,8 @@ class OpenAICompatibleModel:
         assembler = StreamAssembler()
         headers: dict[str, str] = {}
         try:
-            raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
-            headers = rate_limit_headers(raw.headers)
-            stream = raw.parse()  # OpenAI's SDK parses synchronously, Groq's asynchronously
-            if inspect.isawaitable(stream):
-                stream = await stream
+            stream = await self._client.chat.completions.create(**kwargs)
+            headers = rate_limit_headers(stream.response.headers)
             try:
                 async for chunk in stream:
                     text = assembler.feed(chunk)
