@@ -16,11 +16,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from agentloop.auth import BearerAuth, hash_token
-from agentloop.continuation import Signer
 from agentloop.events import Done, Event, event_adapter
 from agentloop.models import ChatRequest
 from agentloop.server.identity import api_keys
 from agentloop.server.service import ChatService
+from agentloop.signing import Signer
 from chat_app import create_app
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG, check_run_invariants, parse_sse

@@ -19,8 +19,8 @@ import httpx
 import openai
 import pytest
 
-from agentloop.continuation import Signer
 from agentloop.server.service import ChatService
+from agentloop.signing import Signer
 from tests.fakes.scripted_llm import RecordedRequest, Reply, ScriptedLLM, call
 from tests.helpers import TEST_CONFIG
 from tests.sample_tools import echo

@@ -17,7 +17,6 @@ from typing import Any
 
 from agentloop import tracing
 from agentloop.config import AgentConfig, ConfigurationError
-from agentloop.continuation import Signer
 from agentloop.events import (
     Done,
     ErrorCode,
@@ -44,6 +43,7 @@ from agentloop.plan import PlanError, RunPlan, check_model_allowed, clamped_limi
 from agentloop.pricing import Pricer
 from agentloop.principal import PRINCIPAL_KEY, Principal
 from agentloop.run import RoundSink, RunLimits, RunSetup
+from agentloop.signing import Signer
 from agentloop.tools.base import RunInfo
 from agentloop.tools.registry import ToolRegistry
 

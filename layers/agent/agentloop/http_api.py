@@ -22,10 +22,10 @@ from typing import Any, NoReturn, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agentloop.config import AgentConfig, ConfigurationError
-from agentloop.continuation import Signer
 from agentloop.limits import Deadline
 from agentloop.models import ChatRequest
 from agentloop.plan import PlanError, RunPlan, plan_run
+from agentloop.signing import Signer
 from agentloop.tools.registry import ToolRegistry
 
 M = TypeVar("M", bound=BaseModel)

@@ -10,9 +10,8 @@ loop asks this module what that means for each call.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from agentloop.continuation import Continuation, Resumption, Signer, conversation_hash
 from agentloop.events import ApprovalRequest
 from agentloop.models import (
     ClientTool,
@@ -24,6 +23,10 @@ from agentloop.models import (
     to_wire,
 )
 from agentloop.tools.results import ToolResult
+
+if TYPE_CHECKING:
+    from agentloop.continuation import Resumption
+    from agentloop.signing import Signer
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,8 @@ class Pausing:
         client holds as the server does, what the server added after it, and the progress."""
         if self.signer is None:
             raise RuntimeError("a run that can pause needs a signer")
+        from agentloop.continuation import Continuation, conversation_hash  # runs that pause
+
         kept = self.resumption.prefix_length if self.resumption else len(conversation)
         prefix = conversation[:kept]
         return self.signer.sign(

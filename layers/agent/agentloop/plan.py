@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from agentloop.config import AgentConfig, ConfigurationError
-from agentloop.continuation import ContinuationError, Resumption, Signer, resume
 from agentloop.llm.registry import model_allowed, parse_model_spec
 from agentloop.models import ChatRequest, ClientTool, Sampling
 from agentloop.pricing import Pricer
 from agentloop.tools.registry import ToolRegistry, UnknownToolError
+
+if TYPE_CHECKING:
+    from agentloop.continuation import Resumption
+    from agentloop.signing import Signer
 
 if TYPE_CHECKING:
     from agentloop.output_format import OutputFormat
@@ -236,6 +239,9 @@ def _planned_resumption(request: ChatRequest, signer: Signer | None) -> Resumpti
         return None
     if signer is None:
         raise PlanError("resume: this server does not continue paused runs", "resume")
+    from agentloop.continuation import resume  # loaded by the runs that continue
+    from agentloop.signing import ContinuationError
+
     try:
         return resume(request, signer)
     except ContinuationError as exc:

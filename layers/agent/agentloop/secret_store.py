@@ -27,7 +27,7 @@ PROVIDER_KEY_NAMES: tuple[str, ...] = (
     "AGENTLOOP_SIGNING_KEY",
 )
 """Keys copied from the secret into the environment, where the SDKs, the tools and the
-signer of paused runs (``continuation.Signer``) look for them."""
+signer of paused runs (``signing.Signer``) look for them."""
 
 
 def read_secret(secret_id: str, max_age_s: int = DEFAULT_MAX_AGE_S) -> dict[str, Any]:
