@@ -247,6 +247,13 @@ def cold(page: Page, fig: dict[str, Any]) -> None:
         )
 
 
+def _rounds(fig: dict[str, Any]) -> int:
+    """How many timed runs each contender of a task figure had (the floors' count)."""
+    return max(
+        (int(fig.get(key, {}).get("runs", 0)) for key in ("floor-groq", "floor-openai")), default=0
+    )
+
+
 def loop(page: Page, fig: dict[str, Any]) -> None:
     page.add(
         "## 2. Loop overhead",
@@ -256,10 +263,13 @@ def loop(page: Page, fig: dict[str, Any]) -> None:
         "warm-up runs (a warm container); wall time per run. Everything streams. The floor is "
         "the hand-written loop on the same SDK (`bench/floor_groq.py`, `bench/floor_openai.py`); "
         "the frameworks use the openai SDK, so they are compared with its floor. The contenders "
-        "take turns run by run; *× floor* is the median of the run-by-run ratios to the floor's "
-        "run of the same round. *Per call* is (median run − median floor run) / model calls. "
-        "*Prompt characters* are what the model server received per run, every request's "
-        "messages and tool definitions (compact JSON): the prompt is paid on every call.",
+        f"take turns run by run, {_rounds(fig)} rounds (a run's time varies by a tenth or more "
+        "from one to the next on a shared machine: with fewer rounds the median ratio moved by "
+        "±3% from one `make bench` to the next); *× floor* is the median of the run-by-run "
+        "ratios to the floor's run of the same round. *Per call* is (median run − median "
+        "floor run) / model calls. *Prompt characters* are what the model server received per "
+        "run, every request's messages and tool definitions (compact JSON): the prompt is paid "
+        "on every call.",
         "",
     )
     rows = [_loop_row(page, fig, key) for key in LOOP_ROWS]

@@ -60,7 +60,7 @@ FIGURES = (
     "sandbox",
 )
 
-RUNS = {"loop": 21, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
+RUNS = {"loop": 61, "parallel": 7, "stream": 9, "memory": 5, "docs": 5}
 WARMUP = {"loop": 3, "parallel": 1, "stream": 2, "docs": 0}
 PEER_COLD_RUNS = 5
 APP_COLD_RUNS = 9
