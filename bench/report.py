@@ -21,6 +21,8 @@ PER_CALL_TARGET_MS = 0.2
 IMPORT_TARGET = 1.15
 COLD_TARGET = 1.25
 MEMORY_OVER_FLOOR_MB = 2.0
+MEMORY_PARTS = ("python_mb", "malloc_mb", "file_mb")
+"""Where a contender's memory is at the end of its run (``bench/worker.py``'s memory_parts)."""
 PARALLEL_TARGET = 1.05
 STREAM_TARGET_MS = 5.0
 TOKENS_TARGET = 0.6
@@ -419,7 +421,7 @@ def stream(page: Page, fig: dict[str, Any]) -> None:
     for key in order:
         row = fig.get(key, {})
         if not row.get("ok"):
-            rows.append([label(key), failed_note(row), "", ""])
+            rows.append([label(key), failed_note(row), "", "", "", "", ""])
             continue
         first = med(row, "first_text_ms")
         floor_first = med(fig.get(floor_of(key), {}), "first_text_ms")
@@ -448,7 +450,11 @@ def memory(page: Page, fig: dict[str, Any]) -> None:
         "process image replaced at exec, so it reports the spawning process's size whenever "
         "that is larger (it equals `VmHWM` when started from a shell). The chat app row is "
         "the uvicorn process's `VmHWM` after serving that task once over `POST /chat` (its "
-        "default tools registered too).",
+        "default tools registered too). Where the memory is at the end of the run (the peak "
+        "is there): *Python objects* are pymalloc's allocated blocks (code, functions, "
+        "classes, dicts, strings: every object of up to 512 bytes), *C heap* is what glibc's "
+        "malloc has handed out (larger objects, and what extensions such as pydantic-core "
+        "allocate), *files* the pages of the interpreter and the libraries it mapped.",
         "",
     )
     rows = []
@@ -463,7 +469,7 @@ def memory(page: Page, fig: dict[str, Any]) -> None:
     ):
         row = fig.get(key, {})
         if not row.get("ok"):
-            rows.append([label(key), failed_note(row), "", ""])
+            rows.append([label(key), failed_note(row), "", "", "", "", ""])
             continue
         rss = med(row, "rss_mb")
         floor_rss = med(fig.get(floor_of(key), {}), "rss_mb")
@@ -476,8 +482,12 @@ def memory(page: Page, fig: dict[str, Any]) -> None:
                 rss - floor_rss <= MEMORY_OVER_FLOOR_MB,
             )
         base = "—" if key == "none" else ratio(rss, med(fig.get(floor_of(key), {}), "rss_mb"))
-        rows.append([label(key), cell(row, "rss_mb", 1), base, target])
-    page.table(["", "peak RSS, MB", "× floor", "target"], rows)
+        parts = [cell(row, part, 1) if part in row else "" for part in MEMORY_PARTS]
+        rows.append([label(key), cell(row, "rss_mb", 1), base, *parts, target])
+    page.table(
+        ["", "peak RSS, MB", "× floor", "Python objects, MB", "C heap, MB", "files, MB", "target"],
+        rows,
+    )
 
 
 def docs(page: Page, fig: dict[str, Any]) -> None:

@@ -690,6 +690,9 @@ def fig_memory(server: str) -> dict[str, Any]:
                 continue
             samples = [r["max_rss_mb"] for r in results]
             rows[key] = {"ok": True, "runs": len(samples), "rss_mb": summary(samples)}
+            for part in report.MEMORY_PARTS:
+                if all(part in r for r in results):
+                    rows[key][part] = summary([r[part] for r in results])
             say(f"  memory   {key:<20} {rows[key]['rss_mb']['median']:6.1f} MB")
     # The deployed shape: uvicorn + chat app (with the bench tools), one 10-turn /chat.
     samples = []

@@ -186,13 +186,58 @@ def peak_rss() -> dict[str, float]:
     """This process's peak RSS, MB: ``VmHWM`` (its own memory image's high-water mark) and
     ``ru_maxrss``. On Linux ``ru_maxrss`` also keeps the high-water mark of the image this
     process replaced at exec, i.e. of the parent that spawned it, so it is only this
-    process's own figure when the parent was smaller; ``VmHWM`` always is."""
+    process's own figure when the parent was smaller; ``VmHWM`` always is. With it, where the
+    memory is now (the peak is at the end of a run): see :func:`memory_parts`."""
     status = Path("/proc/self/status").read_text()
     hwm = next(int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM:"))
     return {
         "max_rss_mb": hwm / 1024,
         "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **memory_parts(status),
     }
+
+
+_MALLINFO2_FIELDS = (
+    *("arena", "ordblks", "smblks", "hblks", "hblkhd"),
+    *("usmblks", "fsmblks", "uordblks", "fordblks", "keepcost"),
+)
+"""glibc's ``struct mallinfo2``, every field a ``size_t``."""
+
+
+def memory_parts(status: str) -> dict[str, float]:
+    """MB of Python's small objects (pymalloc's allocated blocks: code, functions, classes,
+    dicts, strings), of the C heap in use (glibc's ``mallinfo2``: larger objects, and what
+    extensions such as pydantic-core allocate), and of file-backed pages (``RssFile``)."""
+    import ctypes
+    import tempfile
+
+    parts: dict[str, float] = {}
+    kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if "kB" in line}
+    parts["file_mb"] = kb.get("RssFile", 0) / 1024
+    with tempfile.TemporaryFile() as out:  # _debugmallocstats writes to the C stderr
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        for line in out.read().decode(errors="replace").splitlines():
+            if line.startswith("# bytes in allocated blocks"):
+                parts["python_mb"] = int(line.split("=")[1].replace(",", "")) / 1024 / 1024
+    try:
+        info = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):  # not glibc
+        return parts
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO2_FIELDS]
+
+    info.restype = MallInfo2
+    got = info()
+    parts["malloc_mb"] = (got.uordblks + got.hblkhd) / 1024 / 1024
+    return parts
 
 
 def compaction_check() -> dict[str, Any]:
