@@ -14,16 +14,19 @@ LOCAL_STACK = Path(__file__).resolve().parents[1] / ".sandbox-stack"
 """The libraries ``make sandbox-stack`` builds (``make test`` depends on it)."""
 
 
-def _isolated() -> bool:
+def namespaces_missing() -> str | None:
+    """Why this machine cannot isolate programs in namespaces; None when it can."""
     try:
         namespaces()
-    except IsolationUnavailable:
-        return False
-    return True
+    except IsolationUnavailable as exc:
+        return str(exc)
+    return None
 
 
 NEEDS_ISOLATED_STACK = [
-    pytest.mark.skipif(not _isolated(), reason="needs bubblewrap (make test installs it as root)"),
+    pytest.mark.skipif(
+        namespaces_missing() is not None, reason="needs bubblewrap (make test installs it as root)"
+    ),
     pytest.mark.skipif(
         not (LOCAL_STACK / "manifest.json").exists(), reason="needs make sandbox-stack (make test)"
     ),

@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 
 from agentloop.sandbox import SandboxLimits, run_python
-from agentloop.sandbox.isolation import IsolationUnavailable, _prefixes, namespaces
+from agentloop.sandbox.isolation import _prefixes, namespaces
 from agentloop.sandbox.service import DISCARD_EXIT_STATUS, _uid_processes
 from tests.fakes.sandbox_jail import Driver, jail_available
-from tests.sandbox_probes import ZOMBIE_FARM, processes_mentioning
+from tests.sandbox_probes import ZOMBIE_FARM, namespaces_missing, processes_mentioning
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
@@ -42,16 +42,8 @@ SECRET = "fake-provider-key-5e1f9c"
 IS_ROOT = os.geteuid() == 0
 
 
-def _namespaces_missing() -> str | None:
-    try:
-        namespaces()
-    except IsolationUnavailable as exc:
-        return str(exc)
-    return None
-
-
 needs_namespaces = pytest.mark.skipif(
-    _namespaces_missing() is not None, reason=f"no namespace isolation: {_namespaces_missing()}"
+    namespaces_missing() is not None, reason=f"no namespace isolation: {namespaces_missing()}"
 )
 needs_jail = pytest.mark.skipif(jail_available() is not None, reason=str(jail_available()))
 
@@ -142,12 +134,12 @@ def setup(request: pytest.FixtureRequest) -> Iterator[tuple[str, Run]]:
     elif name == "local-root":
         if not IS_ROOT:
             pytest.skip("the local backend as root needs the tests to run as root")
-        if _namespaces_missing():
-            pytest.skip(f"no namespace isolation: {_namespaces_missing()}")
+        if namespaces_missing():
+            pytest.skip(f"no namespace isolation: {namespaces_missing()}")
         yield name, _local_root
     else:
-        if _namespaces_missing():
-            pytest.skip(f"no namespace isolation: {_namespaces_missing()}")
+        if namespaces_missing():
+            pytest.skip(f"no namespace isolation: {namespaces_missing()}")
         yield name, _local_user(request.getfixturevalue("user_driver"))
 
 
@@ -440,5 +432,5 @@ def test_isolation_tests_run_on_ci() -> None:
     """On CI (root, namespaces available, bubblewrap installed by make test) none may skip."""
     if os.environ.get("CI") != "true" or not IS_ROOT:
         pytest.skip("only CI, which runs as root, must have every isolation setup")
-    assert _namespaces_missing() is None
+    assert namespaces_missing() is None
     assert jail_available() is None

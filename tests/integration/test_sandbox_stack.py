@@ -29,11 +29,12 @@ import pytest
 
 from agentloop.config import ConfigurationError
 from agentloop.sandbox import SandboxError, SandboxLimits, run_python, stack
-from agentloop.sandbox.isolation import IsolationUnavailable, namespaces
+from agentloop.sandbox.isolation import namespaces
 from agentloop.sandbox.settings import STACK_MEMORY_MB, SandboxSettings
 from agentloop.tools.execute_code import _description
 from tests.cloudformation import load_template
 from tests.fakes.sandbox_jail import Driver, jail_available
+from tests.sandbox_probes import namespaces_missing
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
@@ -81,14 +82,6 @@ print("imported in=", round(imported, 2))
 """.replace("SECRET_MARK", SECRET).replace("PROJECT_ROOT", str(ROOT))
 
 
-def _namespaces_missing() -> str | None:
-    try:
-        namespaces()
-    except IsolationUnavailable as exc:
-        return str(exc)
-    return None
-
-
 @pytest.fixture(scope="module")
 def built() -> stack.Stack:
     """The stack make sandbox-stack built (make test depends on it)."""
@@ -127,8 +120,8 @@ def _check_run(outcome: dict[str, Any], built: stack.Stack, site: str) -> dict[s
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the local backend as root needs root")
 def test_namespaces_give_programs_the_stack_read_only(built: stack.Stack) -> None:
-    if _namespaces_missing():
-        pytest.skip(f"no namespace isolation: {_namespaces_missing()}")
+    if namespaces_missing():
+        pytest.skip(f"no namespace isolation: {namespaces_missing()}")
     isolation = dataclasses.replace(namespaces(), stack=built)
     limits = SandboxLimits(timeout_s=30, memory_mb=STACK_MEMORY_MB)
 
