@@ -405,3 +405,44 @@ def test_pictures_of_files_at_a_laptop_and_a_phone_size(
             "(files) => files.scrollIntoView({block: 'end'})"
         )
         page.screenshot(path=str(SHOTS / f"files-answer-{size}.png"))
+
+
+def test_a_file_url_that_is_not_http_never_becomes_a_link(
+    page: Page, serve_chat: ServeChat
+) -> None:
+    server = serve_chat([])
+    page.goto(server.url + "/")
+    hostile = ["javascript:alert(1)", "data:text/html,<script>alert(1)</script>", "", None]
+    shown = page.evaluate(
+        """async ([urls, chatUrl]) => {
+            const { CardFiles, Gallery, fileHref, readFileRef } = await import('/static/files.js');
+            const card = document.createElement('div');
+            const files = new CardFiles(card);
+            const gallery = new Gallery();
+            const hrefs = [];
+            for (const [i, url] of urls.entries()) {
+                hrefs.push(fileHref(url, chatUrl));
+                for (const mediaType of ['image/png', 'text/csv']) {
+                    const file = readFileRef(
+                        { id: `f${i}${mediaType}`, name: 'x', media_type: mediaType, url }, chatUrl
+                    );
+                    files.add(file);
+                    gallery.add(file);
+                }
+            }
+            const nodes = [card, gallery.el].flatMap((root) => [...root.querySelectorAll('*')]);
+            return {
+                hrefs,
+                linked: nodes.filter((n) => n.hasAttribute('href') || n.hasAttribute('src')).length,
+                names: card.querySelectorAll('.file-name').length,
+                relative: fileHref('/files/abc?expires=1', chatUrl),
+                elsewhere: fileHref('//files.example/abc', chatUrl),
+            };
+        }""",
+        [hostile, server.url + "/chat"],
+    )
+    assert shown["hrefs"] == [None, None, None, None]
+    assert shown["linked"] == 0  # neither a link nor a picture: the name alone, as text
+    assert shown["names"] == 2 * len(hostile)
+    assert shown["relative"] == server.url + "/files/abc?expires=1"
+    assert shown["elsewhere"] == "http://files.example/abc"

@@ -35,3 +35,16 @@ export const clip = (text, limit) =>
   text.length > limit ? `${text.slice(0, limit - 1)}…` : text;
 
 export const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
+
+// `raw` as an http(s) URL (resolved against `base` when one is given), or null: javascript:,
+// data:, a relative one without a base, no URL at all. What the page links to or shows comes
+// from the server, the model or the web, and never runs in the page.
+export function httpHref(raw, base) {
+  if (typeof raw !== "string" || !raw) return null;
+  try {
+    const url = base === undefined ? new URL(raw) : new URL(raw, base);
+    return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+  } catch {
+    return null;
+  }
+}

@@ -2,7 +2,7 @@
 // <img>, anything else a download link. A file's name is only ever text; its url is followed
 // only as http(s), a relative one taken from the API the page talks to (the chat URL's base).
 
-import { el } from "./dom.js";
+import { el, httpHref } from "./dom.js";
 
 // What the server lets the page put in an <img> (an SVG there runs no script).
 const IMAGE_TYPES = new Set([
@@ -19,17 +19,10 @@ export const apiBase = (chatUrl) => String(chatUrl || "").replace(/\/chat$/, "")
 // The link to a file: an absolute http(s) url as it is, a relative one under the API's base;
 // null for anything else (javascript:, data:, no url).
 export function fileHref(raw, chatUrl) {
-  if (typeof raw !== "string" || !raw) return null;
+  if (typeof raw !== "string") return null;
   const base = apiBase(chatUrl);
-  try {
-    let url;
-    if (/^[a-z][a-z0-9+.-]*:/i.test(raw) || raw.startsWith("//")) url = new URL(raw, base);
-    else if (raw.startsWith("/")) url = new URL(base + raw);
-    else url = new URL(raw, `${base}/`);
-    return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
-  } catch {
-    return null;
-  }
+  const fromRoot = raw.startsWith("/") && !raw.startsWith("//"); // the API's own path
+  return httpHref(fromRoot ? base + raw : raw, `${base}/`);
 }
 
 // "1.2 KB" (as the server names sizes to the model).

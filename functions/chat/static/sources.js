@@ -1,22 +1,11 @@
 // done.sources ([{url, title}], in order of first use) as a list of links under the answer.
 // Titles come from web pages: they are only ever text.
 
-import { clip, el } from "./dom.js";
-
-// A source's link target: http(s) only; anything else (javascript:, data:, a relative
-// path) is shown as text and never becomes a link.
-function sourceHref(raw) {
-  if (typeof raw !== "string") return null;
-  try {
-    const url = new URL(raw);
-    return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
-  } catch {
-    return null;
-  }
-}
+import { clip, el, httpHref } from "./dom.js";
 
 function sourceItem(source) {
-  const href = sourceHref(source.url);
+  // http(s) only: anything else (javascript:, data:, a relative path) stays text.
+  const href = httpHref(source.url);
   const title = typeof source.title === "string" ? source.title.replace(/\s+/g, " ").trim() : "";
   const label = clip(title || source.url, 200);
   const item = el("li", {});
