@@ -413,6 +413,8 @@ ID_ROUTES = st.sampled_from(
         ("GET", "/v1/responses/{id}"),
         ("DELETE", "/v1/responses/{id}"),
         ("GET", "/v1/responses/{id}/input_items?order={id}&limit={id}&after={id}"),
+        ("GET", "/files/{id}"),
+        ("GET", "/files/{id}?expires={id}&signature={id}"),
     ]
 )
 

@@ -52,6 +52,7 @@ class DirectoryBlobs:
     def __init__(self, root: str | os.PathLike[str], route: str = "/files/") -> None:
         self.root = Path(root)
         self.route = route
+        self._key: bytes | None = None
 
     async def put(self, key: str, data: bytes, meta: dict[str, str], media_type: str) -> None:
         path = self._path(key)
@@ -104,10 +105,17 @@ class DirectoryBlobs:
         return hmac.new(self._signing_key(), message, hashlib.sha256).hexdigest()
 
     def verify(self, file_id: str, expires: int, signature: str) -> bool:
-        return hmac.compare_digest(self.sign(file_id, expires), signature)
+        # As bytes: a hostile signature may hold any character (compare_digest takes ASCII).
+        given = signature.encode("utf-8", "replace")
+        return hmac.compare_digest(self.sign(file_id, expires).encode(), given)
 
     def _signing_key(self) -> bytes:
-        """32 random bytes made at first use, readable by this user only."""
+        """32 random bytes made at first use, readable by this user only; read once."""
+        if self._key is None:
+            self._key = self._stored_key()
+        return self._key
+
+    def _stored_key(self) -> bytes:
         path = self.root / SIGNING_KEY_FILE
         with contextlib.suppress(FileNotFoundError):
             key = path.read_bytes()
