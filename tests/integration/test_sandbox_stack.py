@@ -34,12 +34,11 @@ from agentloop.sandbox.settings import STACK_MEMORY_MB, SandboxSettings
 from agentloop.tools.execute_code import _description
 from tests.cloudformation import load_template
 from tests.fakes.sandbox_jail import Driver, jail_available
-from tests.sandbox_probes import namespaces_missing
+from tests.sandbox_probes import LOCAL_STACK, namespaces_missing
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCAL_STACK = ROOT / ".sandbox-stack"
 SECRET = "fake-provider-key-9c2e41"
 
 PROGRAM = r"""

@@ -121,6 +121,27 @@ def test_a_bad_or_forged_answer_changes_nothing(answer: dict[str, Any]) -> None:
     assert settled.notes
 
 
+def test_names_that_cannot_be_kept_are_said_and_a_file_inside_a_file_is_dropped() -> None:
+    answer = {
+        "present": ["a", "a/b", "it's.png", "ok.txt"],
+        "changed": {"a": b64(b"1"), "a/b": b64(b"2"), "it's.png": b64(b"3"), "ok.txt": b64(b"4")},
+        "skipped": ["x" * 1_000_000],
+    }
+    settled = settle({}, answer, stopped=False)
+    assert settled.files == {"a": b"1", "ok.txt": b"4"}
+    assert any("a/b" in note and "it's.png" in note for note in settled.notes)
+    assert max(len(note) for note in settled.notes) < 1_000
+
+
+def test_files_that_cannot_stand_together_are_a_sandbox_error_not_a_crash() -> None:
+    from agentloop.sandbox.models import SandboxLimits
+    from agentloop.sandbox.runner import SandboxError, run_program
+
+    with pytest.raises(SandboxError, match="could not prepare the working directory") as caught:
+        run_program("print(1)", SandboxLimits(), files={"a": b"1", "a/b": b"2"})
+    assert "/tmp" not in caught.value.message
+
+
 def test_paths_outside_are_dropped_and_a_stopped_run_keeps_the_directory() -> None:
     answer = {
         "present": ["../escape", "/etc/passwd", "ok.txt"],

@@ -300,8 +300,11 @@ def run_program(
     except OSError as exc:
         raise SandboxError(f"could not create a work directory: {exc}") from exc
     try:
-        shuttle = _Shuttle.prepare(base, files or {})
-        Path(shuttle.workdir, CODE_FILE).write_text(code, encoding="utf-8")
+        try:
+            shuttle = _Shuttle.prepare(base, files or {})
+            Path(shuttle.workdir, CODE_FILE).write_text(code, encoding="utf-8")
+        except OSError as exc:  # files that cannot stand together ("a" and "a/b"), a full disk
+            raise SandboxError(f"could not prepare the working directory: {exc.strerror}") from exc
         return _run_in(shuttle, limits, cancel, isolation)
     finally:
         remove_tree(base)

@@ -144,10 +144,3 @@ def from_env(environ: Mapping[str, str] | None = None) -> Stack | None:
     """The stack ``AGENTLOOP_SANDBOX_STACK`` names, and only that: the runner's default."""
     value = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
     return find(value) if value else None
-
-
-def libraries(environ: Mapping[str, str] | None = None) -> list[str]:
-    """``["numpy 2.4.6", ...]`` of the stack the environment gives local runs; [] for none."""
-    env = os.environ if environ is None else environ
-    stack = find(env.get(ENV_VAR))
-    return stack.libraries() if stack else []

@@ -22,6 +22,7 @@ from agentloop.files.limits import (
     OUTPUT_DIR,
 )
 from agentloop.files.names import safe_path
+from agentloop.files.workspace import WorkspaceFull, check_bounds
 
 _AS_BEFORE = "the working directory is as it was before this call."
 
@@ -42,23 +43,17 @@ def settle(before: dict[str, bytes], answer: dict[str, Any] | None, stopped: boo
     problem = _problem(answer)
     if problem is not None:
         return Settled(
-            None,
-            notes=[
-                problem + " None of this call's file changes were kept; "
-                "the working directory is as it was before it."
-            ],
+            None, notes=[f"{problem} None of this call's file changes were kept; {_AS_BEFORE}"]
         )
     try:
-        files, changed = _files(before, answer)
+        files, changed, refused = _files(before, answer)
     except ValueError as exc:
         return Settled(
-            None,
-            notes=[
-                f"The program's files could not be read back ({exc}); "
-                "the working directory is as it was before this call."
-            ],
+            None, notes=[f"The program's files could not be read back ({exc}); {_AS_BEFORE}"]
         )
-    if len(files) > MAX_WORKSPACE_FILES or sum(map(len, files.values())) > MAX_WORKSPACE_BYTES:
+    try:
+        check_bounds(files)
+    except WorkspaceFull:
         return Settled(
             None,
             notes=[
@@ -67,12 +62,19 @@ def settle(before: dict[str, bytes], answer: dict[str, Any] | None, stopped: boo
             ],
         )
     made, notes = _made(changed, files)
-    skipped = [str(p) for p in answer.get("skipped") or [] if isinstance(p, str)][:5]
+    skipped = [p for p in answer.get("skipped") or [] if isinstance(p, str)]
     if skipped:
         notes.append(
-            "Not kept (links, special files, or names starting with '.'): " + ", ".join(skipped)
+            "Not kept (links, special files, or names starting with '.'): " + _listed(skipped)
         )
+    if refused:
+        notes.append("Not kept (names a file cannot have here): " + _listed(refused))
     return Settled(files, made, notes)
+
+
+def _listed(paths: list[str]) -> str:
+    """A few of ``paths``, each cut short: they come from inside the sandbox."""
+    return ", ".join(path[:100] for path in paths[:5])
 
 
 def _problem(answer: dict[str, Any]) -> str | None:
@@ -95,20 +97,33 @@ def _problem(answer: dict[str, Any]) -> str | None:
     return None
 
 
-def _files(before: dict[str, bytes], answer: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
-    """The directory's files, and which of them this call changed (ValueError if malformed)."""
+def _files(
+    before: dict[str, bytes], answer: dict[str, Any]
+) -> tuple[dict[str, bytes], list[str], list[str]]:
+    """The directory's files, which of them this call changed, and the names refused: not a
+    safe relative path, or inside another file's name ("a" and "a/b"); ValueError if malformed."""
     present, changed = answer.get("present"), answer.get("changed")
     if not isinstance(present, list) or not isinstance(changed, dict):
         raise ValueError("malformed answer")
     files: dict[str, bytes] = {}
+    refused: list[str] = []
     for path in present:
         if not isinstance(path, str) or safe_path(path) != path:
-            continue
-        if path in changed:
+            refused.append(str(path))
+        elif path in changed:
             files[path] = _decode(changed[path])
         elif path in before:
             files[path] = before[path]
-    return files, [path for path in changed if path in files]
+    for path in [p for p in files if any(parent in files for parent in _parents(p))]:
+        del files[path]
+        refused.append(path)
+    return files, [path for path in changed if path in files], refused
+
+
+def _parents(path: str) -> list[str]:
+    """``a`` and ``a/b`` for ``a/b/c``."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _decode(value: object) -> bytes:
