@@ -213,6 +213,28 @@ def test_an_attached_csv_lands_in_the_working_directory_and_is_named_to_the_mode
     assert CSV.decode() not in asked  # named, never inlined
 
 
+def test_a_refused_request_leaves_no_attachment_in_its_thread(
+    served: ThreadedApp, llm: ScriptedLLM
+) -> None:
+    llm.script(Reply(text="Hello."))
+    thread_id = chat(served, {"messages": [USER], "thread_id": "new"})[0]["thread_id"]
+    attachment = {"name": "refused.csv", "data": encoded(CSV)}
+    for body in (
+        {"tools": ["no_such_tool"]},  # the plan refuses it: 422
+        {"max_cost_usd": 0.5, "model": "groq:model-without-a-price"},  # no price to keep it
+    ):
+        answer = refused(
+            served,
+            {"messages": [USER], "thread_id": thread_id, "attachments": [attachment], **body},
+        )
+        assert answer.status_code == 422, answer.text
+
+    llm.script(Reply(tool_calls=[call("list_files")]), Reply(text="Nothing new."))
+    events = chat(served, {"messages": [USER], "thread_id": thread_id})
+    result = next(e for e in events if e["type"] == "tool_call_result")
+    assert json.loads(result["content"])["result"] == {}
+
+
 def test_a_path_in_an_attachments_name_is_dropped(served: ThreadedApp, llm: ScriptedLLM) -> None:
     files, asked = listed_by_the_tool(
         served,

@@ -43,6 +43,7 @@ class Workspace:
     thread_id: str | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     _files: dict[str, bytes] | None = field(default=None, repr=False)
+    _before_attach: dict[str, bytes] | None = field(default=None, repr=False)
 
     async def snapshot(self) -> dict[str, bytes]:
         """The files as they are now (loaded from the thread at first use)."""
@@ -62,6 +63,7 @@ class Workspace:
         """Put a person's files in the workspace under safe, unique names (WorkspaceFull if they
         do not fit its bounds); saved with the thread."""
         files = await self.snapshot()
+        before = dict(files)
         taken = set(files)
         placed: list[Placed] = []
         for attachment in attachments:
@@ -71,7 +73,15 @@ class Workspace:
             placed.append(Placed(name, media_type(name), len(data)))
         check_bounds(files)
         await self.apply(files)
+        self._before_attach = before
         return placed
+
+    async def undo_attach(self) -> None:
+        """The workspace as it was before :meth:`attach`: the request that brought the files
+        was refused (a plan, a limit), so they are not left in the thread unnamed."""
+        if self._before_attach is not None:
+            before, self._before_attach = self._before_attach, None
+            await self.apply(before)
 
     async def keep(self, made: list[Made], call_id: str) -> list[FileRef]:
         """Keep a call's outputs as the owner's files; none without a file store."""

@@ -8,6 +8,7 @@ trace (``PRINCIPAL_ID``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,9 @@ from agentloop.sse import heartbeat
 if TYPE_CHECKING:
     from agentloop.quota.runs import Held
     from agentloop.threads.runs import ThreadRun
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -115,6 +119,7 @@ async def start_run(
     except BaseException as exc:
         if on_thread is not None:
             await on_thread.abandon()
+            await _undo_attachments(context)
         if isinstance(exc, HttpError) and params is not None and exc.param is not None:
             exc.param = params.get(exc.param, exc.param)
         raise
@@ -191,6 +196,20 @@ async def _with_workspace(
     from agentloop.server.attachments import attach
 
     return await attach(workspace, chat_request, on_thread)
+
+
+async def _undo_attachments(context: ChatContext) -> None:
+    """A refused request's attachments out of its thread's workspace again (best effort: the
+    refusal is what the caller hears)."""
+    from agentloop.files.blobs import FilesUnavailable
+    from agentloop.files.workspace import WORKSPACE_KEY, Workspace
+
+    workspace = context.extras.get(WORKSPACE_KEY)
+    if isinstance(workspace, Workspace):
+        try:
+            await workspace.undo_attach()
+        except FilesUnavailable:
+            logger.warning("a refused request's attachments stay in its thread's workspace")
 
 
 async def _planned(
