@@ -17,9 +17,10 @@ import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, Playwright, Request, sync_playwright
 
 from agentloop.config import AgentConfig
 from agentloop.tools.base import Tool
@@ -167,3 +168,15 @@ def send(page: Page, text: str) -> None:
 
 def wait_for_reply(page: Page, state: str = "done") -> None:
     page.locator(f'article.assistant[data-state="{state}"]').last.wait_for()
+
+
+def chat_bodies(page: Page, path: str = "/chat") -> list[Any]:
+    """Every JSON body the page POSTs to a URL ending in ``path``, in order, as it is sent."""
+    bodies: list[Any] = []
+
+    def record(request: Request) -> None:
+        if request.method == "POST" and request.url.endswith(path):
+            bodies.append(request.post_data_json)
+
+    page.on("request", record)
+    return bodies

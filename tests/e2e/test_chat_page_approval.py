@@ -13,12 +13,13 @@ import time
 from typing import Any
 
 import pytest
-from playwright.sync_api import Locator, Page, Request, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tests.e2e.conftest import (
     OUTPUT,
     WAIT_MS,
     ServeChat,
+    chat_bodies,
     open_chat,
     send,
     settings_button,
@@ -38,18 +39,6 @@ TOP_ANSWER = "article.assistant > .transcript > .answer"
 # The page's conversation state, read from its entry module (the page's own instance of it).
 HISTORY = "async () => (await import('/static/app.js')).chat.history"
 PENDING = "async () => (await import('/static/app.js')).chat.pending"
-
-
-def chat_bodies(page: Page) -> list[dict[str, Any]]:
-    """Every body the page POSTs to /chat, in order, as the server receives it."""
-    bodies: list[dict[str, Any]] = []
-
-    def record(request: Request) -> None:
-        if request.method == "POST" and request.url.endswith("/chat"):
-            bodies.append(json.loads(request.post_data or "null"))
-
-    page.on("request", record)
-    return bodies
 
 
 def card(page: Page, call_id: str | None) -> Locator:

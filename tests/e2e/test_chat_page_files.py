@@ -18,13 +18,12 @@ import base64
 import re
 import threading
 import time
-from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import Dialog, FilePayload, Locator, Page, Route, expect
 
-from tests.e2e.conftest import WAIT_MS, ServeChat, open_chat, send, wait_for_reply
+from tests.e2e.conftest import WAIT_MS, ServeChat, chat_bodies, open_chat, send, wait_for_reply
 from tests.e2e.screenshot import SHOTS, SIZES
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.sample_tools import gate_tool, make_file_tool, tiny_png
@@ -58,18 +57,6 @@ def attach(page: Page, *files: FilePayload) -> None:
     with page.expect_file_chooser() as chooser:
         page.get_by_role("button", name=re.compile("^Attach files")).click()
     chooser.value.set_files(list(files))
-
-
-def chat_bodies(page: Page) -> list[dict[str, Any]]:
-    """The bodies of the page's POST /chat requests, as they are sent."""
-    bodies: list[dict[str, Any]] = []
-
-    def seen(request: Any) -> None:
-        if request.method == "POST" and request.url.endswith("/chat"):
-            bodies.append(request.post_data_json)
-
-    page.on("request", seen)
-    return bodies
 
 
 def record_dialogs(page: Page) -> list[str]:

@@ -12,12 +12,13 @@ import re
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, Request, expect
+from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import (
     TOKEN,
     WAIT_MS,
     ServeChat,
+    chat_bodies,
     open_chat,
     send,
     settings_button,
@@ -33,18 +34,6 @@ expect.set_options(timeout=WAIT_MS)
 REPLY = "article.assistant"
 MODELS = ("groq:llama-3.3-70b-versatile", "openai:gpt-4o-mini", "openai:gpt-4.1-mini")
 CONFIG = TEST_CONFIG.model_copy(update={"default_model": MODELS[0]})
-
-
-def chat_bodies(page: Page) -> list[dict[str, Any]]:
-    """Every body the page POSTs to /chat, in order."""
-    bodies: list[dict[str, Any]] = []
-
-    def record(request: Request) -> None:
-        if request.method == "POST" and request.url.endswith("/chat"):
-            bodies.append(json.loads(request.post_data or "null"))
-
-    page.on("request", record)
-    return bodies
 
 
 def save_settings(page: Page, url: str, **settings: Any) -> None:

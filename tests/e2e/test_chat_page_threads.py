@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import WAIT_MS, ServeChat, open_chat, send, wait_for_reply
+from tests.e2e.conftest import WAIT_MS, ServeChat, chat_bodies, open_chat, send, wait_for_reply
 from tests.e2e.screenshot import SHOTS, SIZES
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.sample_tools import echo, gate_tool
@@ -28,18 +28,6 @@ expect.set_options(timeout=WAIT_MS)
 
 REPLY = "article.assistant"
 ITEMS = "#thread-items .thread-item"
-
-
-def chat_bodies(page: Page) -> list[dict[str, Any]]:
-    """The bodies of the page's POST /chat requests, as they are sent."""
-    bodies: list[dict[str, Any]] = []
-
-    def seen(request: Any) -> None:
-        if request.method == "POST" and request.url.endswith("/chat"):
-            bodies.append(request.post_data_json)
-
-    page.on("request", seen)
-    return bodies
 
 
 def open_thread_id(page: Page) -> str:

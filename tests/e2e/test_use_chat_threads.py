@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import Page, Request, Response, expect
+from playwright.sync_api import Page, Response, expect
 
 from tests.e2e import test_use_chat as use_chat
-from tests.e2e.conftest import OUTPUT, WAIT_MS
+from tests.e2e.conftest import OUTPUT, WAIT_MS, chat_bodies
 from tests.e2e.test_use_chat import PAGE_PREFIX, ServeUseChat, UseChatServer, send, wait_finished
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
 from tests.integration.thread_faces import conversation
@@ -59,18 +58,6 @@ def shown(page: Page) -> list[tuple[str, str]]:
     return [(role, text) for role, text in found]
 
 
-def chat_posts(page: Page) -> list[Any]:
-    """The bodies of the page's ``POST /api/chat`` requests, as they are sent."""
-    bodies: list[Any] = []
-
-    def seen(request: Request) -> None:
-        if request.method == "POST" and request.url.endswith("/api/chat"):
-            bodies.append(request.post_data_json)
-
-    page.on("request", seen)
-    return bodies
-
-
 def stream_answers(page: Page, chat_id: str) -> list[int]:
     """The statuses of the page's ``GET /api/chat/{id}/stream`` (useChat's resume), in order."""
     statuses: list[int] = []
@@ -94,7 +81,7 @@ def test_three_turns_send_only_the_last_message_and_a_reload_shows_the_thread(
         Reply(text="Two it is."),
         Reply(text="Three, and done."),
     )
-    bodies = chat_posts(page)
+    bodies = chat_bodies(page, "/api/chat")
     resumes = stream_answers(page, chat_id)
     page.goto(thread_page_url(server, chat_id))
     expect(page.get_by_role("status")).to_have_text("ready")  # a new chat: a 404, then empty
