@@ -24,10 +24,8 @@ from PIL import Image
 from agentloop.sandbox.settings import SandboxSettings
 from agentloop.tools.execute_code import execute_code_tool
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
-from tests.helpers import parse_sse
 from tests.integration.thread_faces import ThreadedApp
 from tests.sandbox_probes import LOCAL_STACK, NEEDS_ISOLATED_STACK
-from tests.served import TOKEN
 
 JSON = dict[str, Any]
 
@@ -59,14 +57,7 @@ def served(tmp_path: Path, llm: ScriptedLLM) -> Iterator[ThreadedApp]:
 
 def chat(app: ThreadedApp, body: JSON) -> list[JSON]:
     """The events of a /chat run that may use execute_code."""
-    body = {"tools": ["execute_code"], **body}
-    headers = {"authorization": f"Bearer {TOKEN}"}
-    with (
-        httpx.Client(base_url=app.url, timeout=60) as client,
-        client.stream("POST", "/chat", json=body, headers=headers) as response,
-    ):
-        assert response.status_code == 200, response.read()
-        return [data for _, data in parse_sse(response.iter_lines()) if data is not None]
+    return app.chat_events({"tools": ["execute_code"], **body}, timeout=60)
 
 
 def results(events: list[JSON]) -> list[JSON]:

@@ -19,7 +19,6 @@ import pytest
 from agentloop.files.blobs import DirectoryBlobs
 from agentloop.files.limits import MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS
 from tests.fakes.scripted_llm import Reply, ScriptedLLM, call
-from tests.helpers import parse_sse
 from tests.integration.thread_faces import OTHER, ThreadedApp
 from tests.sample_tools import list_files_tool, make_file_tool, tiny_png
 from tests.served import TOKEN
@@ -36,14 +35,7 @@ def served(tmp_path: Path, llm: ScriptedLLM) -> Iterator[ThreadedApp]:
 
 def chat(app: ThreadedApp, body: JSON, token: str = TOKEN) -> list[JSON]:
     """The run's events, as ``POST /chat`` streamed them."""
-    body = {"tools": ["make_file", "list_files"], **body}
-    headers = {"authorization": f"Bearer {token}"}
-    with (
-        httpx.Client(base_url=app.url, timeout=30) as client,
-        client.stream("POST", "/chat", json=body, headers=headers) as response,
-    ):
-        assert response.status_code == 200, response.read()
-        return [data for _, data in parse_sse(response.iter_lines()) if data is not None]
+    return app.chat_events({"tools": ["make_file", "list_files"], **body}, token)
 
 
 def refused(app: ThreadedApp, body: JSON | bytes) -> httpx.Response:

@@ -13,6 +13,7 @@ from agentloop.server.identity import api_keys
 from agentloop.threads import ThreadStore
 from agentloop.tools.base import Tool
 from tests.fakes.scripted_llm import RecordedRequest
+from tests.helpers import parse_sse
 from tests.served import TOKEN, ServedApp, make_service
 from tests.store_backends import Clock, sqlite_store
 
@@ -36,6 +37,18 @@ class ThreadedApp(ServedApp):
         headers = {"authorization": f"Bearer {token}"}
         with httpx.Client(base_url=self.url, timeout=20) as client:
             return client.request(method, path, headers=headers, **kwargs)
+
+    def chat_events(
+        self, body: dict[str, Any], token: str = TOKEN, timeout: float = 30
+    ) -> list[dict[str, Any]]:
+        """The events of a ``POST /chat`` run, as it streamed them (asserting a 200)."""
+        headers = {"authorization": f"Bearer {token}"}
+        with (
+            httpx.Client(base_url=self.url, timeout=timeout) as client,
+            client.stream("POST", "/chat", json=body, headers=headers) as response,
+        ):
+            assert response.status_code == 200, response.read()
+            return [data for _, data in parse_sse(response.iter_lines()) if data is not None]
 
     def kept(self, thread_id: str, token: str = TOKEN) -> list[tuple[str, str]] | None:
         """The thread's messages as ``token``'s principal reads them (None: a 404)."""
