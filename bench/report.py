@@ -111,7 +111,7 @@ def cold(page: Page, fig: dict[str, Any]) -> None:
         "## 1. Cold start",
         "",
         "Fresh processes, each importing exactly what one agent run (or the chat app's first "
-        "request) needs; the first of each is not kept (it compiles bytecode). *import* is "
+        "request) needs; the first of each is not kept (it warms the page cache). *import* is "
         "timed inside the process, *spawn → ready* from `Popen` until the process said it had "
         "imported (so it includes the interpreter's own start). The rows take turns, round by "
         "round, and the ratios are the medians of the round-by-round ratios to the provider SDK "
@@ -897,6 +897,9 @@ def markdown(results: dict[str, Any]) -> str:
         "tools in threads); each framework gets the same system prompt and tool descriptions "
         "and uses its Chat Completions model class with one shared client.",
         "- Everything stays on loopback; framework telemetry is switched off by environment.",
+        "- The repository's own modules (agentloop, the chat app, the bench) are compiled to "
+        "bytecode before anything is measured, as pip compiled every installed package, so "
+        "each process measures code as installed, never its compilation.",
         "- Run one figure alone with `.venv-bench/bin/python bench/run.py --figures loop` "
         "(printed, not written here); raw figures of the last full run are in "
         "`build/bench/results.json`.",

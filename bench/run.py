@@ -341,7 +341,7 @@ def fig_cold(server: str) -> dict[str, Any]:
     samples: dict[str, list[tuple[float, float]]] = {key: [] for key in IMPORT_ROWS}
     for key, (code, _) in IMPORT_ROWS.items():
         try:
-            time_import(code)  # compiles bytecode, warms the page cache: not kept
+            time_import(code)  # warms the page cache: not kept
         except Exception as exc:  # an import that fails is a row that says so
             rows[key] = {"ok": False, "why": str(exc)[:200], "code": code}
     for round_ in range(max(COLD_ROUNDS.values())):
@@ -383,7 +383,7 @@ def fig_cold(server: str) -> dict[str, Any]:
                     app.stop()
                 if answer != tasks.expected_answer("ping"):
                     raise RuntimeError(f"{target}: the first answer was {answer[:80]!r}")
-                if i:  # the first start compiles bytecode: not kept
+                if i:  # the first start warms the page cache: not kept
                     timings[key].append((ready * 1000, total * 1000))
         groq_ready = statistics.median(s[1] for s in samples["sdk-groq"])
         floor = timings["floor-app-uvicorn"]
@@ -859,7 +859,7 @@ def fig_tracing(server: str) -> dict[str, Any]:
         envs = {"off": {"AGENTLOOP_TRACING": "off"}, "on": on_env}
         cold: dict[str, list[tuple[float, float]]] = {key: [] for key in envs}
         for env in envs.values():
-            time_import(TRACING_FIRST_USE, **env)  # compiles bytecode: not kept
+            time_import(TRACING_FIRST_USE, **env)  # warms the page cache: not kept
         for _ in range(TRACING_COLD_ROUNDS):
             for key, env in envs.items():
                 cold[key].append(time_import(TRACING_FIRST_USE, **env))
