@@ -368,9 +368,10 @@ def compile_for_lambda(site: Path, deployed_at: str) -> None:
     """Bytecode for python3.13, valid whatever the files' times (the zip sets them to 1980);
     ``deployed_at`` is the directory's path on Lambda, which tracebacks name.
 
-    A layer is read-only, so Python cannot cache the bytecode it compiles there: without this,
-    every new chat container would compile agentloop and its dependencies again (0.6 s more
-    to import the chat app here), and every program numpy, pandas and matplotlib.
+    Layers and function code are read-only, so Python cannot cache the bytecode it compiles
+    there: without this, every new chat container would compile agentloop and its
+    dependencies again (0.6 s more to import the chat app here), and every program numpy,
+    pandas and matplotlib.
     """
     python = find_python313()
     if python is None:
